@@ -1,0 +1,276 @@
+"""The configuration schema: one frozen dataclass per section of ``venus.toml``.
+
+Each field's ``description`` is its documentation; ``systemd/venus.toml`` is the
+commented example and a test keeps the two in step. Constraints are declared on the
+field (``ge`` / ``le`` / choices) so error messages can quote the allowed range.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import field
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
+from pydantic.dataclasses import dataclass
+
+DEFAULT_CONFIG_PATH = Path("/etc/venus/venus.toml")
+
+# Scalars are strict: TOML has real types, so "16000" for an integer is a mistake, not a
+# conversion. Sections stay lax so they accept TOML tables; paths accept TOML strings.
+_SECTION = ConfigDict(extra="forbid", frozen=True)
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
+NODE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MQTT_SCHEMES = ("mqtt", "mqtts", "ws", "wss")
+
+
+def _chunk_on_hop(value: float) -> float:
+    # The audio front end works in 10 ms hops (160 samples at 16 kHz).
+    if abs(round(value * 100) - value * 100) > 1e-6:
+        raise ValueError(f"{value} s is not a whole number of 10 ms audio hops (e.g. 0.5, 1.0)")
+    return value
+
+
+def _broker_url(value: str) -> str:
+    if value == "":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in MQTT_SCHEMES or not parts.hostname:
+        raise ValueError(
+            f"{value!r} is not a broker URL; use mqtt://HOST[:PORT] or mqtts://HOST[:PORT] "
+            '(ws:// and wss:// also work), or "" for no broker'
+        )
+    try:
+        parts.port  # noqa: B018  (raises on a bad port)
+    except ValueError as e:
+        raise ValueError(f"{value!r}: {e}") from None
+    return value
+
+
+def _node_id(value: str) -> str:
+    if not NODE_ID.match(value):
+        raise ValueError(
+            f"{value!r} is not a node id: use 1-64 of a-z, 0-9, '_' and '-', "
+            "starting with a letter or digit (it becomes an MQTT client id and topic level)"
+        )
+    return value
+
+
+def _host_port(value: str) -> str:
+    if value == "":
+        return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f'{value!r} is not HOST:PORT (e.g. 127.0.0.1:9464), or "" to disable')
+    return value
+
+
+@dataclass(config=_SECTION)
+class ModelConfig:
+    engines: Path = Field(
+        default=Path("/var/lib/venus/engines"),
+        description="Engine directory written by `venus export` (holds manifest.json).",
+    )
+    frontend: Literal["auto", "omni", "audio"] = Field(
+        default="auto",
+        description="Which frontend to run; auto takes it from the engines' manifest.",
+    )
+    seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1, description="Sampling seed.")
+
+
+@dataclass(config=_SECTION)
+class EnginesConfig:
+    providers: tuple[Provider, ...] = Field(
+        default=("tensorrt", "cuda", "cpu"),
+        min_length=1,
+        description="ONNX Runtime execution providers to try, in order.",
+    )
+    device_id: StrictInt = Field(default=0, ge=0, le=15, description="CUDA device index.")
+    intra_op_threads: StrictInt = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="CPU threads per inference session; 0 lets ONNX Runtime pick.",
+    )
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = Field(
+        default="all", description="ONNX Runtime graph optimisation level."
+    )
+    cache_dir: Path = Field(
+        default=Path("/var/cache/venus"),
+        description="Optimised models and the TensorRT engine / timing cache.",
+    )
+
+
+@dataclass(config=_SECTION)
+class ScheduleConfig:
+    chunk_s: Annotated[StrictFloat, AfterValidator(_chunk_on_hop)] = Field(
+        default=1.0,
+        ge=0.25,
+        le=2.0,
+        description="Chunk period in seconds: one frontend step per chunk.",
+    )
+    max_context_tokens: StrictInt = Field(
+        default=8192,
+        ge=512,
+        le=131072,
+        description="Backbone context limit before old chunks are evicted.",
+    )
+    sink_tokens: StrictInt = Field(
+        default=64,
+        ge=0,
+        le=4096,
+        description="First tokens always kept when evicting (attention sinks).",
+    )
+
+
+@dataclass(config=_SECTION)
+class AudioConfig:
+    backend: Literal["sounddevice", "pyaudio"] = Field(
+        default="sounddevice", description="Audio library; pyaudio needs the pyaudio extra."
+    )
+    device: StrictStr = Field(
+        default="default",
+        min_length=1,
+        description="Input device: 'default', a name substring or an index.",
+    )
+    sample_rate: StrictInt = Field(
+        default=16000,
+        ge=8000,
+        le=192000,
+        description="Capture rate in Hz; resampled to 16 kHz for the model.",
+    )
+    channels: StrictInt = Field(
+        default=1, ge=1, le=8, description="Channels captured; mixed down to mono."
+    )
+    block_ms: StrictInt = Field(
+        default=20, ge=5, le=200, description="Capture block length in milliseconds."
+    )
+    echo_cancellation: Literal["auto", "off", "headset", "suppress"] = Field(
+        default="auto",
+        description="auto: cancel the speaker echo; headset: no echo path; "
+        "suppress: ignore user speech while speaking; off: nothing.",
+    )
+    vad_aggressiveness: StrictInt = Field(
+        default=2, ge=0, le=3, description="webrtcvad mode, 0 (lenient) to 3."
+    )
+    muted: StrictBool = Field(default=False, description="Start with the microphone muted.")
+
+
+@dataclass(config=_SECTION)
+class VideoConfig:
+    enabled: StrictBool = Field(
+        default=True, description="Privacy switch: false never opens the camera."
+    )
+    source: StrictStr = Field(
+        default="0",
+        min_length=1,
+        description="V4L2 index, 'gst:PIPELINE', rtsp:// or http:// URL, or a video file.",
+    )
+    capture_width: StrictInt = Field(
+        default=1280, ge=64, le=7680, description="Requested capture width in px."
+    )
+    capture_height: StrictInt = Field(
+        default=720, ge=64, le=4320, description="Requested capture height in px."
+    )
+    reconnect_max_s: StrictFloat = Field(
+        default=30.0, gt=0, le=3600, description="Longest wait between camera reconnect attempts."
+    )
+
+
+@dataclass(config=_SECTION)
+class PlaybackConfig:
+    device: StrictStr = Field(
+        default="default",
+        min_length=1,
+        description="Output device: 'default', a name substring or an index.",
+    )
+    sample_rate: StrictInt = Field(
+        default=48000, ge=8000, le=192000, description="Playback rate in Hz."
+    )
+    buffer_ms: StrictInt = Field(
+        default=40,
+        ge=5,
+        le=500,
+        description="Output buffer; flushes and position reports are this exact.",
+    )
+    volume: StrictFloat = Field(
+        default=1.0, ge=0.0, le=4.0, description="Linear gain on the assistant's voice."
+    )
+
+
+@dataclass(config=_SECTION)
+class HarnessConfig:
+    journal: Path = Field(
+        default=Path("/var/lib/venus/journal.sqlite3"), description="SQLite journal of work items."
+    )
+    broker_url: Annotated[StrictStr, AfterValidator(_broker_url)] = Field(
+        default="mqtt://127.0.0.1:1883",
+        description='MQTT broker for capability workers; "" runs built-in capabilities only.',
+    )
+    node_id: Annotated[StrictStr, AfterValidator(_node_id)] = Field(
+        default="venus", description="This daemon's MQTT client id and topic subtree."
+    )
+    site_id: StrictStr = Field(
+        default="default", min_length=1, max_length=64, description="Site name sent with calls."
+    )
+    credentials_file: Path | None = Field(
+        default=None,
+        description="File with 'username:password' for the broker (keep it mode 0600).",
+    )
+    tls_ca: Path | None = Field(default=None, description="CA certificate to verify the broker.")
+    tls_cert: Path | None = Field(default=None, description="Client certificate (with tls_key).")
+    tls_key: Path | None = Field(default=None, description="Client private key (with tls_cert).")
+    keepalive_s: StrictInt = Field(
+        default=30, ge=5, le=3600, description="MQTT keepalive interval."
+    )
+    retention_days: StrictInt = Field(
+        default=30, ge=1, le=3650, description="Finished work items and evidence kept this long."
+    )
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: set both or neither")
+
+
+@dataclass(config=_SECTION)
+class ServiceConfig:
+    watchdog: StrictBool = Field(
+        default=True, description="Send WATCHDOG=1 while the chunk loop makes progress."
+    )
+    metrics_address: Annotated[StrictStr, AfterValidator(_host_port)] = Field(
+        default="127.0.0.1:9464", description='Prometheus /metrics and /healthz; "" disables.'
+    )
+
+
+@dataclass(config=_SECTION)
+class LoggingConfig:
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level; --log-level overrides it."
+    )
+    format: Literal["auto", "journal", "text"] = Field(
+        default="auto", description="auto: journal prefixes under systemd, timestamps elsewhere."
+    )
+
+
+@dataclass(config=_SECTION)
+class VenusConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engines: EnginesConfig = field(default_factory=EnginesConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    video: VideoConfig = field(default_factory=VideoConfig)
+    playback: PlaybackConfig = field(default_factory=PlaybackConfig)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)

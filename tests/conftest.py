@@ -1,0 +1,89 @@
+"""Shared fixtures and the default marker selection.
+
+The default run leaves out tests marked ``gpu`` (needs an NVIDIA GPU) and ``hw``
+(needs a physical device), and ``slow`` ones unless ``VENUS_SLOW=1`` (CI sets it), and
+says so in the header and the summary. An explicit ``-m EXPR`` replaces this choice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.services import Broker, PulseServer, run_mosquitto, run_pulseaudio
+
+REPO = Path(__file__).resolve().parent.parent
+_EXCLUDED_WHY = {
+    "gpu": "needs an NVIDIA GPU; run `scripts/gpu-check` or `pytest -m gpu` on one",
+    "hw": "needs a physical microphone, speaker or camera; run `pytest -m hw` on the device",
+    "slow": "slow; run with VENUS_SLOW=1 (CI does) or `pytest -m slow`",
+}
+
+
+def _excluded(config: pytest.Config) -> list[str]:
+    if config.getoption("markexpr"):
+        return []
+    out = ["gpu", "hw"]
+    if os.environ.get("VENUS_SLOW", "") not in ("1", "true"):
+        out.append("slow")
+    return out
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    excluded = _excluded(config)
+    if not excluded:
+        return [f"marker selection: -m {config.getoption('markexpr')!r}"]
+    return ["default run leaves out: " + ", ".join(excluded)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    excluded = set(_excluded(config))
+    keep: list[pytest.Item] = []
+    dropped: dict[str, int] = {}
+    for item in items:
+        hit = next((m for m in excluded if item.get_closest_marker(m)), None)
+        if hit is None:
+            keep.append(item)
+        else:
+            dropped[hit] = dropped.get(hit, 0) + 1
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    config.stash[_DROPPED] = dropped
+
+
+_DROPPED = pytest.StashKey[dict[str, int]]()
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    dropped = config.stash.get(_DROPPED, {})
+    for marker, count in sorted(dropped.items()):
+        terminalreporter.write_line(
+            f"left out {count} test(s) marked {marker}: {_EXCLUDED_WHY[marker]}"
+        )
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The repository root."""
+    return REPO
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Broker]:
+    """A fresh mosquitto broker on a free loopback port, stopped after the test."""
+    with run_mosquitto(tmp_path) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def pulseaudio() -> Iterator[PulseServer]:
+    """A private PulseAudio with a null sink; its variables are set in this process."""
+    with run_pulseaudio() as server, pytest.MonkeyPatch.context() as mp:
+        for key, value in server.env.items():
+            mp.setenv(key, value)
+        yield server

@@ -1,0 +1,72 @@
+"""The ``venus`` command: one console script, a subcommand per real feature.
+
+Each area registers its own subcommands (``venus.daemon.cli.register``); their modules
+import heavy dependencies only when a subcommand runs, so ``venus --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from venus import __version__
+from venus.errors import VenusError
+from venus.logs import LEVELS, setup_logging
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+Realtime-Venus: a full-duplex audio-visual voice assistant daemon for NVIDIA edge GPUs,
+handing slow work to capability workers over MQTT while the conversation goes on."""
+
+EPILOG = """\
+exit status: 0 success, 1 error (the message says what to fix), 2 usage error.
+Run `venus COMMAND --help` for a command's options."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="venus",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration file (default: /etc/venus/venus.toml)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        type=str.upper,
+        help="log level; overrides [logging] level of the configuration",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    from venus.daemon.cli import register as register_daemon
+
+    register_daemon(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level or "INFO")
+    try:
+        code: int = args.run(args)
+    except VenusError as e:
+        log.debug("command failed", exc_info=True)
+        print(f"venus: error: {e}", file=sys.stderr)  # noqa: T201 - the CLI's own output
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
