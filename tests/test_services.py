@@ -6,8 +6,10 @@ import queue
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -37,7 +39,7 @@ def test_mosquitto_speaks_mqtt5(mosquitto: Broker) -> None:
         client.disconnect()
 
 
-def test_mosquitto_stops_afterwards(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_mosquitto_stops_afterwards(tmp_path: Path) -> None:
     from support.services import run_mosquitto
 
     with run_mosquitto(tmp_path) as broker:
@@ -60,3 +62,20 @@ def test_portaudio_sees_the_pulse_device(pulseaudio: PulseServer) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "pulse" in out.stdout, out.stdout + out.stderr
+
+
+def test_missing_binary_skips_outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.services import require_binary
+
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install no-such-pkg"):
+        require_binary("no-such-binary-venus", "no-such-pkg")
+
+
+def test_missing_binary_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.services import require_binary
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        require_binary("no-such-binary-venus", "no-such-pkg")
+    assert require_binary("sh", "dash").endswith("/sh")
