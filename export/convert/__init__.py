@@ -1,0 +1,1 @@
+"""Assemble a Venus checkpoint from Hugging Face-layout upstream checkpoints (files only)."""

@@ -1,0 +1,109 @@
+"""Qwen3 decoder backbone taking ``inputs_embeds``, returning logits and last hidden states.
+
+``forward`` is the exported signature (ONNX Runtime GenAI naming): embeddings,
+``attention_mask`` over past + new tokens, ``position_ids``, and per-layer past keys /
+values ``[batch, kv_heads, past, head_dim]``; it returns logits, the final hidden states
+(for the speech decoder) and the present keys / values. ``KVCache`` is the per-stream
+state object for step-by-step use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from venus.export.model.config import BackboneConfig
+from venus.export.model.layers import DecoderLayer, RMSNorm, causal_mask, rope_cos_sin
+
+
+@dataclass
+class KVCache:
+    """One stream's backbone state: per-layer keys / values and the tokens they cover."""
+
+    keys: list[Tensor]
+    values: list[Tensor]
+    positions: int = 0  # next position id
+    mask: Tensor = field(default_factory=lambda: torch.zeros(1, 0, dtype=torch.int64))
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[2]
+
+    def reset(self) -> None:
+        for i, k in enumerate(self.keys):
+            self.keys[i] = k[:, :, :0]
+            self.values[i] = self.values[i][:, :, :0]
+        self.positions = 0
+        self.mask = self.mask[:, :0]
+
+
+class Backbone(nn.Module):
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.total_vocab, cfg.hidden_size)
+        self.layers = nn.ModuleList(
+            DecoderLayer(
+                cfg.hidden_size,
+                cfg.heads,
+                cfg.kv_heads,
+                cfg.head_dim,
+                cfg.intermediate_size,
+                cfg.rms_norm_eps,
+            )
+            for _ in range(cfg.layers)
+        )
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.total_vocab, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def new_cache(self, batch: int = 1) -> KVCache:
+        p = next(self.parameters())
+        shape = (batch, self.cfg.kv_heads, 0, self.cfg.head_dim)
+        return KVCache(
+            keys=[p.new_zeros(shape) for _ in self.layers],
+            values=[p.new_zeros(shape) for _ in self.layers],
+            mask=torch.zeros(batch, 0, dtype=torch.int64, device=p.device),
+        )
+
+    def embed(self, input_ids: Tensor) -> Tensor:
+        out: Tensor = self.embed_tokens(input_ids)
+        return out
+
+    def forward(
+        self,
+        inputs_embeds: Tensor,
+        attention_mask: Tensor,
+        position_ids: Tensor,
+        past_keys: list[Tensor],
+        past_values: list[Tensor],
+    ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
+        """-> (logits, hidden_states, present_keys, present_values)."""
+        x = inputs_embeds
+        cos, sin = rope_cos_sin(position_ids, self.cfg.head_dim, self.cfg.rope_theta)
+        mask = causal_mask(attention_mask, x.shape[1], dtype=torch.float32)
+        present_k, present_v = [], []
+        for layer, pk, pv in zip(self.layers, past_keys, past_values, strict=True):
+            x, k, v = layer(x, cos, sin, pk, pv, mask)
+            present_k.append(k)
+            present_v.append(v)
+        hidden = self.norm(x)
+        return self.lm_head(hidden), hidden, present_k, present_v
+
+    def step(self, inputs_embeds: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
+        """Append ``inputs_embeds`` [batch, new, hidden] to the stream; -> (logits, hidden)."""
+        b, t, _ = inputs_embeds.shape
+        positions = torch.arange(cache.positions, cache.positions + t, device=inputs_embeds.device)
+        positions = positions[None].expand(b, t)
+        mask = torch.cat(
+            (cache.mask, torch.ones(b, t, dtype=torch.int64, device=inputs_embeds.device)), dim=1
+        )
+        logits, hidden, keys, values = self(
+            inputs_embeds, mask, positions, cache.keys, cache.values
+        )
+        cache.keys, cache.values, cache.mask = keys, values, mask
+        cache.positions += t
+        return logits, hidden
