@@ -55,7 +55,7 @@ class HFCheckpoint:
         with safe_open(str(single), framework="pt") as f:
             return {name: single for name in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
 
-    def keys(self) -> list[str]:
+    def names(self) -> list[str]:
         return list(self._where)
 
     def has(self, name: str) -> bool:

@@ -39,30 +39,48 @@ class KVCache:
         self.mask = self.mask[:, :0]
 
 
-class Backbone(nn.Module):
-    def __init__(self, cfg: BackboneConfig) -> None:
+@dataclass(frozen=True)
+class DecoderShape:
+    """The sizes a Qwen3-style decoder stack needs (backbone and speech decoder share it)."""
+
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    rope_theta: float
+    eps: float
+    tie_embeddings: bool
+
+
+class DecoderStack(nn.Module):
+    """Token embedding, Qwen3 decoder layers, final norm and LM head, with a KV cache."""
+
+    def __init__(self, shape: DecoderShape) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.embed_tokens = nn.Embedding(cfg.total_vocab, cfg.hidden_size)
+        self.shape = shape
+        self.embed_tokens = nn.Embedding(shape.vocab, shape.hidden)
         self.layers = nn.ModuleList(
             DecoderLayer(
-                cfg.hidden_size,
-                cfg.heads,
-                cfg.kv_heads,
-                cfg.head_dim,
-                cfg.intermediate_size,
-                cfg.rms_norm_eps,
+                shape.hidden,
+                shape.heads,
+                shape.kv_heads,
+                shape.head_dim,
+                shape.intermediate,
+                shape.eps,
             )
-            for _ in range(cfg.layers)
+            for _ in range(shape.layers)
         )
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.total_vocab, bias=False)
-        if cfg.tie_embeddings:
+        self.norm = RMSNorm(shape.hidden, shape.eps)
+        self.lm_head = nn.Linear(shape.hidden, shape.vocab, bias=False)
+        if shape.tie_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
     def new_cache(self, batch: int = 1) -> KVCache:
         p = next(self.parameters())
-        shape = (batch, self.cfg.kv_heads, 0, self.cfg.head_dim)
+        shape = (batch, self.shape.kv_heads, 0, self.shape.head_dim)
         return KVCache(
             keys=[p.new_zeros(shape) for _ in self.layers],
             values=[p.new_zeros(shape) for _ in self.layers],
@@ -83,7 +101,7 @@ class Backbone(nn.Module):
     ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
         """-> (logits, hidden_states, present_keys, present_values)."""
         x = inputs_embeds
-        cos, sin = rope_cos_sin(position_ids, self.cfg.head_dim, self.cfg.rope_theta)
+        cos, sin = rope_cos_sin(position_ids, self.shape.head_dim, self.shape.rope_theta)
         mask = causal_mask(attention_mask, x.shape[1], dtype=torch.float32)
         present_k, present_v = [], []
         for layer, pk, pv in zip(self.layers, past_keys, past_values, strict=True):
@@ -107,3 +125,24 @@ class Backbone(nn.Module):
         cache.keys, cache.values, cache.mask = keys, values, mask
         cache.positions += t
         return logits, hidden
+
+
+class Backbone(DecoderStack):
+    """The Qwen3 backbone; its vocabulary is the upstream one plus the special tokens."""
+
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__(
+            DecoderShape(
+                vocab=cfg.total_vocab,
+                hidden=cfg.hidden_size,
+                layers=cfg.layers,
+                heads=cfg.heads,
+                kv_heads=cfg.kv_heads,
+                head_dim=cfg.head_dim,
+                intermediate=cfg.intermediate_size,
+                rope_theta=cfg.rope_theta,
+                eps=cfg.rms_norm_eps,
+                tie_embeddings=cfg.tie_embeddings,
+            )
+        )
+        self.cfg = cfg

@@ -113,7 +113,8 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 class DecoderLayer(nn.Module):
@@ -151,6 +152,17 @@ def causal_mask(attention_mask: Tensor, new: int, dtype: torch.dtype = torch.flo
     return torch.where(allowed, zero, neg)
 
 
+class Projections(nn.Module):
+    """The four projections of a multi-head attention (``q/k/v/out_proj``), with biases."""
+
+    def __init__(self, d: int, k_bias: bool = True) -> None:
+        super().__init__()
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d, bias=k_bias)
+        self.v_proj = nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+
+
 class EncoderLayer(nn.Module):
     """Pre-LayerNorm transformer encoder layer with biased projections.
 
@@ -165,11 +177,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.heads = heads
         self.self_attn_layer_norm = nn.LayerNorm(d, eps=eps)
-        self.self_attn = nn.Module()
-        self.self_attn.q_proj = nn.Linear(d, d)
-        self.self_attn.k_proj = nn.Linear(d, d, bias=k_bias)
-        self.self_attn.v_proj = nn.Linear(d, d)
-        self.self_attn.out_proj = nn.Linear(d, d)
+        self.self_attn = Projections(d, k_bias)
         self.final_layer_norm = nn.LayerNorm(d, eps=eps)
         self.fc1 = nn.Linear(d, ffn)
         self.act = activation(act)
@@ -186,7 +194,8 @@ class EncoderLayer(nn.Module):
         q, k, v = heads(a.q_proj(h)), heads(a.k_proj(h)), heads(a.v_proj(h))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         x = x + a.out_proj(out.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
+        y: Tensor = x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
+        return y
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> Tensor:

@@ -1,0 +1,166 @@
+"""Offline subcommands: ``venus init``, ``venus convert``, ``venus model info``.
+
+Registration imports nothing heavy; ``init`` and ``convert`` import torch when they run
+(install the ``export`` extra), ``model info`` needs no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from venus.errors import ExportError
+
+log = logging.getLogger(__name__)
+
+TORCH_MISSING = "this command needs torch: pip install -c constraints.txt 'realtime-venus[export]'"
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    init = commands.add_parser(
+        "init",
+        help="write a randomly initialised checkpoint",
+        description="Write a checkpoint with seeded random weights (the same seed gives "
+        "byte-identical weights).",
+    )
+    init.add_argument(
+        "--config",
+        dest="model_config",
+        required=True,
+        metavar="PRESET_OR_JSON",
+        help="a preset (tiny, tiny-audio, venus-9b, venus-9b-audio) or a config.json",
+    )
+    init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    init.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="new checkpoint directory"
+    )
+    init.add_argument(
+        "--dtype",
+        choices=("float32", "float16", "bfloat16"),
+        default="float32",
+        help="stored dtype (default float32)",
+    )
+    init.set_defaults(run=_init)
+
+    conv = commands.add_parser(
+        "convert",
+        help="assemble a checkpoint from upstream Qwen3 / Whisper / SigLIP2 weights",
+        description="Assemble a Venus checkpoint from Hugging Face-layout directories "
+        "(config.json + safetensors). Reads files only; never downloads. Without --siglip2 "
+        "the result is an audio-frontend model.",
+    )
+    conv.add_argument("--qwen3", type=Path, required=True, metavar="DIR", help="Qwen3 causal LM")
+    conv.add_argument("--whisper", type=Path, required=True, metavar="DIR", help="Whisper model")
+    conv.add_argument(
+        "--siglip2", type=Path, metavar="DIR", help="SigLIP2 (or SigLIP) vision model"
+    )
+    conv.add_argument(
+        "--speech",
+        type=Path,
+        metavar="CKPT",
+        help="Venus checkpoint whose speech decoder, flow decoder and vocoder are reused",
+    )
+    conv.add_argument(
+        "--speech-size",
+        default="venus-9b",
+        metavar="PRESET",
+        help="preset sizing a freshly initialised speech side (default venus-9b)",
+    )
+    conv.add_argument(
+        "--image-size", type=int, default=448, help="vision input size in px (default 448)"
+    )
+    conv.add_argument(
+        "--seed", type=int, default=0, help="seed for what has no upstream (default 0)"
+    )
+    conv.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="new checkpoint directory"
+    )
+    conv.set_defaults(run=_convert)
+
+    model = commands.add_parser("model", help="inspect model sizes and per-chunk cost")
+    actions = model.add_subparsers(dest="action", metavar="ACTION", required=True)
+    info = actions.add_parser(
+        "info",
+        help="parameters and bytes per component; FLOPs and bytes moved per chunk",
+        description="Parameters and weight bytes per component at fp32 / fp16 / int8 / int4, "
+        "and per-chunk FLOPs and bytes moved for the default chunk schedule (needs torch; "
+        "nothing is allocated: the model is built on the meta device).",
+    )
+    info.add_argument(
+        "model",
+        metavar="CONFIG_OR_CHECKPOINT",
+        help="preset name, config.json, or checkpoint directory",
+    )
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(run=_model_info)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ExportError(TORCH_MISSING) from None
+    return torch
+
+
+def _init(args: argparse.Namespace) -> int:
+    torch = _torch()
+    from venus.export.checkpoint import save_model
+    from venus.export.model.config import resolve_config
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+
+    cfg = resolve_config(args.model_config)
+    model = VenusModel(cfg)
+    init_model(model, args.seed)
+    save_model(model, args.out, getattr(torch, args.dtype))
+    params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    log.info(
+        "wrote %s: %s, %.2f M parameters, seed %d", args.out, cfg.name, params / 1e6, args.seed
+    )
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    _torch()
+    from venus.export.convert.assemble import Sources, convert
+
+    last = {"component": ""}
+
+    def progress(component: str, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{component}: {done}/{total} tensors", end="", file=sys.stderr)  # noqa: T201
+            if done == total:
+                print(file=sys.stderr)  # noqa: T201
+        elif component != last["component"] or done == total:
+            log.info("%s: %d/%d tensors", component, done, total)
+            last["component"] = component
+
+    src = Sources(
+        qwen3=args.qwen3,
+        whisper=args.whisper,
+        siglip2=args.siglip2,
+        speech=args.speech,
+        speech_size=args.speech_size,
+        image_size=args.image_size,
+    )
+    cfg = convert(src, args.out, seed=args.seed, progress=progress)
+    log.info("wrote %s (%s frontend)", args.out, cfg.frontend)
+    return 0
+
+
+def _model_info(args: argparse.Namespace) -> int:
+    _torch()
+    from venus.export.info import model_info, render_info
+    from venus.export.model.config import resolve_config
+
+    info = model_info(resolve_config(args.model))
+    if args.json:
+        print(json.dumps(info, indent=2))  # noqa: T201
+    else:
+        sys.stdout.write(render_info(info))
+    return 0

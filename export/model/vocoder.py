@@ -1,0 +1,166 @@
+"""Causal HiFi-GAN-style vocoder: 80-bin mel at 50 Hz -> 24 kHz PCM, streamable sample-exact.
+
+Every conv is causal (left context only) and upsampling is nearest-neighbour repeat
+followed by a causal conv, so there is no overlap-add: output sample s depends on mel
+frames ``<= s // hop`` only, and feeding the mel in chunks of any size, carrying each
+conv's last input samples in ``VocoderState``, gives exactly the one-shot waveform.
+
+Layout: causal pre-conv (mel_bins -> channels); per upsample rate r: leaky ReLU, repeat
+x r, causal conv (kernel 2r) halving the channels, then the mean of one residual block
+per ``resblock_kernels`` entry (causal dilated convs over ``resblock_dilations``); leaky
+ReLU, causal post-conv to 1 channel, tanh. Mel is ``[batch, mel_bins, frames]``, PCM
+``[batch, frames * hop]`` in [-1, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+from torch import Tensor, nn
+
+from venus.export.model.config import VocoderConfig
+
+LRELU_SLOPE = 0.1  # HiFi-GAN's leaky ReLU slope
+MIN_CHANNELS = 8  # channel floor as the stages halve
+
+
+def stage_channels(cfg: VocoderConfig) -> list[int]:
+    """Channels before the first stage and after each upsample stage (halving, floored)."""
+    floor = min(MIN_CHANNELS, cfg.channels)
+    return [cfg.channels] + [
+        max(cfg.channels // 2 ** (i + 1), floor) for i in range(len(cfg.upsample_rates))
+    ]
+
+
+class CausalConv1d(nn.Conv1d):
+    """Conv1d padded on the left only; ``stream`` carries the left context between chunks.
+
+    ``slot`` is this conv's index in ``VocoderState.caches`` (set by the vocoder).
+    """
+
+    def __init__(self, cin: int, cout: int, kernel: int, dilation: int = 1) -> None:
+        super().__init__(cin, cout, kernel, dilation=dilation)
+        self.context = (kernel - 1) * dilation  # input samples of history each output needs
+        self.slot = -1
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x [B, cin, T] (zeros before the start) -> [B, cout, T]."""
+        y: Tensor = self._conv_forward(F.pad(x, (self.context, 0)), self.weight, self.bias)
+        return y
+
+    def stream(self, x: Tensor, cache: Tensor) -> tuple[Tensor, Tensor]:
+        """x [B, cin, T], cache [B, cin, context] (the previous input) -> (y, new cache)."""
+        full = torch.cat((cache, x), dim=-1)
+        y: Tensor = self._conv_forward(full, self.weight, self.bias)
+        return y, full[..., full.shape[-1] - self.context :]
+
+    def apply_cached(self, x: Tensor, caches: ConvCaches | None) -> Tensor:
+        """One-shot when ``caches`` is None, else stream through this conv's slot."""
+        if caches is None:
+            return self.forward(x)
+        y, caches.new[self.slot] = self.stream(x, caches.old[self.slot])
+        return y
+
+
+def _causal(convs: nn.ModuleList) -> Iterable[CausalConv1d]:
+    """The ModuleList's convs, typed (a ModuleList iterates as plain ``nn.Module``)."""
+    return cast("Iterable[CausalConv1d]", convs)
+
+
+@dataclass
+class ConvCaches:
+    """Left contexts of every causal conv by slot: read ``old``, written into ``new``."""
+
+    old: list[Tensor]
+    new: list[Tensor]
+
+
+class ResBlock(nn.Module):
+    """HiFi-GAN ResBlock1, causal: per dilation d, x += conv(lrelu(conv_d(lrelu(x))))."""
+
+    def __init__(self, channels: int, kernel: int, dilations: tuple[int, ...]) -> None:
+        super().__init__()
+        self.convs1 = nn.ModuleList(CausalConv1d(channels, channels, kernel, d) for d in dilations)
+        self.convs2 = nn.ModuleList(CausalConv1d(channels, channels, kernel) for _ in dilations)
+
+    def forward(self, x: Tensor, caches: ConvCaches | None = None) -> Tensor:
+        pairs = zip(_causal(self.convs1), _causal(self.convs2), strict=True)
+        for c1, c2 in pairs:
+            xt = c1.apply_cached(F.leaky_relu(x, LRELU_SLOPE), caches)
+            x = x + c2.apply_cached(F.leaky_relu(xt, LRELU_SLOPE), caches)
+        return x
+
+
+@dataclass
+class VocoderState:
+    """One stream's vocoder state: each causal conv's last ``context`` input samples."""
+
+    caches: list[Tensor]  # by conv slot, [B, conv in-channels, conv context]
+
+    def reset(self) -> None:
+        self.caches = [torch.zeros_like(c) for c in self.caches]
+
+
+class Vocoder(nn.Module):
+    def __init__(self, cfg: VocoderConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        ch = stage_channels(cfg)
+        self.conv_pre = CausalConv1d(cfg.mel_bins, ch[0], cfg.kernel_size)
+        self.ups = nn.ModuleList(
+            CausalConv1d(ch[i], ch[i + 1], 2 * r) for i, r in enumerate(cfg.upsample_rates)
+        )
+        self.resblocks = nn.ModuleList(
+            nn.ModuleList(
+                ResBlock(ch[i + 1], k, cfg.resblock_dilations) for k in cfg.resblock_kernels
+            )
+            for i in range(len(cfg.upsample_rates))
+        )
+        self.conv_post = CausalConv1d(ch[-1], 1, cfg.kernel_size)
+        self.convs = [m for m in self.modules() if isinstance(m, CausalConv1d)]
+        for slot, conv in enumerate(self.convs):
+            conv.slot = slot
+
+    def _run(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
+        x = self.conv_pre.apply_cached(mel, caches)
+        blocks_per_stage = cast("Iterable[nn.ModuleList]", self.resblocks)
+        stages = zip(self.cfg.upsample_rates, _causal(self.ups), blocks_per_stage, strict=True)
+        for r, up, blocks in stages:
+            x = F.leaky_relu(x, LRELU_SLOPE).repeat_interleave(r, dim=-1)
+            x = up.apply_cached(x, caches)
+            total = torch.zeros_like(x)
+            for block in blocks:
+                total = total + block(x, caches)
+            x = total / len(blocks)
+        x = self.conv_post.apply_cached(F.leaky_relu(x, LRELU_SLOPE), caches)
+        return torch.tanh(x).squeeze(1)
+
+    def forward(self, mel: Tensor) -> Tensor:
+        """One shot: mel [B, mel_bins, frames] -> PCM [B, frames * hop] at 24 kHz."""
+        return self._run(mel, None)
+
+    def stream(self, mel: Tensor, caches: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        """Pure streaming step (the exportable form): -> (PCM [B, frames * hop], new caches)."""
+        io = ConvCaches(old=caches, new=list(caches))
+        pcm = self._run(mel, io)
+        return pcm, io.new
+
+    def new_state(self, batch: int = 1) -> VocoderState:
+        p = next(self.parameters())
+        return VocoderState(
+            caches=[p.new_zeros(batch, c.in_channels, c.context) for c in self.convs]
+        )
+
+    def step(self, mel: Tensor, state: VocoderState) -> Tensor:
+        """Feed a chunk of any length: mel [B, mel_bins, frames] -> PCM [B, frames * hop]."""
+        if mel.dim() != 3 or mel.shape[1] != self.cfg.mel_bins:
+            raise ValueError(
+                f"vocoder got mel of shape {tuple(mel.shape)}; expected [batch, "
+                f"{self.cfg.mel_bins}, frames]"
+            )
+        pcm, state.caches = self.stream(mel, state.caches)
+        return pcm
