@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,12 @@ INDEX = "model.safetensors.index.json"
 MAX_SHARD_BYTES = 2 * 1024**3
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class CheckpointWriter:
@@ -78,6 +85,8 @@ class CheckpointWriter:
         self._shard_no += 1
         file = f"{self._component}-{self._shard_no:05d}.safetensors"
         save_file(self._pending, str(self.out / file), metadata={"format": "pt"})
+        # safetensors writes 0600; a checkpoint is read by other users (the service user).
+        (self.out / file).chmod(0o666 & ~_umask())
         for key in self._pending:
             self.weight_map[key] = file
         self.total_bytes += self._pending_bytes

@@ -54,7 +54,9 @@ class SpeechDecoder(DecoderStack):
         done = torch.zeros(b, dtype=torch.bool, device=backbone_hidden.device)
         for _ in range(max_tokens):
             logits, _ = self.step(x, cache)
-            token = logits[:, -1].argmax(-1)
+            scores = logits[:, -1].clone()
+            scores[:, self.cfg.start_token] = float("-inf")  # input-only, never emitted
+            token = scores.argmax(-1)
             token = torch.where(done, torch.full_like(token, self.cfg.end_token), token)
             out.append(token)
             done |= token == self.cfg.end_token

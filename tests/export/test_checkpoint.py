@@ -64,6 +64,8 @@ def test_init_writes_a_loadable_checkpoint(tiny: Path) -> None:
         assert file.startswith(name.split(".", 1)[0] + "-")
     model = load_model(tiny)
     assert model.cfg.name == "tiny"
+    # Readable by other users (the service), like every other file written.
+    assert all(p.stat().st_mode & 0o044 == 0o044 for p in tiny.iterdir())
     total = sum(p.stat().st_size for p in tiny.glob("*.safetensors"))
     assert total < 20e6, "tiny must stay a few MB"
 
