@@ -48,12 +48,26 @@ def backbone_config_from_qwen3(hf: dict[str, Any], source: str) -> BackboneConfi
         raise ExportError(f"{source}: config.json lacks {e.args[0]}") from None
 
 
+STATS_ROWS = 8192  # rows summed at a time: no float copy of a 151936-row table (2.5 GB)
+
+
 def extend_rows(table: torch.Tensor, extra: int, gen: torch.Generator) -> torch.Tensor:
-    """Append ``extra`` rows near the mean row (computed in float32), keeping the dtype."""
-    t32 = table.float()
-    mean, std = t32.mean(0), t32.std(0)
-    new = mean + NEW_ROW_NOISE * std * torch.randn(extra, table.shape[1], generator=gen)
-    return torch.cat((table, new.to(table.dtype)))
+    """Append ``extra`` rows near the mean row, keeping the dtype.
+
+    Mean and standard deviation are accumulated in float64 over blocks of rows.
+    """
+    total = torch.zeros(table.shape[1], dtype=torch.float64)
+    squares = torch.zeros(table.shape[1], dtype=torch.float64)
+    for start in range(0, table.shape[0], STATS_ROWS):
+        block = table[start : start + STATS_ROWS].double()
+        total += block.sum(0)
+        squares += block.square().sum(0)
+    n = table.shape[0]
+    mean = total / n
+    std = ((squares - n * mean.square()) / max(n - 1, 1)).clamp(min=0).sqrt()
+    noise = torch.randn(extra, table.shape[1], generator=gen)
+    new = (mean.float() + NEW_ROW_NOISE * std.float() * noise).to(table.dtype)
+    return torch.cat((table, new))
 
 
 def qwen3_tensors(
