@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
 from venus.errors import EngineError
 
-FORMAT = "venus-engines"
+FORMAT: Final = "venus-engines"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 HASH_BLOCK = 1 << 24  # 16 MiB reads while hashing multi-GB files
@@ -151,8 +152,13 @@ def load_manifest(root: Path) -> Manifest:
         raise EngineError(f"{path}: invalid manifest: {problems}") from None
 
 
-def verify(root: Path, manifest: Manifest, check_hashes: bool = True) -> None:
-    """Every listed file exists with its size (and, by default, its sha256)."""
+def verify(
+    root: Path, manifest: Manifest, sha256: Callable[[Path], str] | None = sha256_file
+) -> None:
+    """Every listed file exists with its size and sha256 (``sha256`` None: sizes only).
+
+    ``sha256`` computes a file's digest; the runtime passes a cached one (``hashcache``).
+    """
     for name, component in manifest.components.items():
         for entry in component.files:
             path = root / entry.path
@@ -164,7 +170,7 @@ def verify(root: Path, manifest: Manifest, check_hashes: bool = True) -> None:
                     f"{path}: {size} bytes, the manifest says {entry.bytes} ({name} engine is "
                     "truncated or was replaced); re-run `venus export`"
                 )
-            if check_hashes and sha256_file(path) != entry.sha256:
+            if sha256 is not None and sha256(path) != entry.sha256:
                 raise EngineError(
                     f"{path}: sha256 does not match the manifest ({name} engine is corrupt); "
                     "re-run `venus export`"

@@ -1,23 +1,29 @@
-"""Offline subcommands: ``venus init``, ``venus convert``, ``venus model info``.
+"""Offline subcommands: ``venus init``, ``venus convert``, ``venus model info``,
+``venus export``.
 
-Registration imports nothing heavy; ``init`` and ``convert`` import torch when they run
-(install the ``export`` extra), ``model info`` needs no torch.
+Registration imports nothing heavy; ``init``, ``convert`` and ``export`` import torch when
+they run (install the ``export`` extra), ``model info`` needs no torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venus.errors import ExportError
+
+if TYPE_CHECKING:
+    from venus.engines.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
 TORCH_MISSING = "this command needs torch: pip install -c constraints.txt 'realtime-venus[export]'"
+TENSORRT_MISSING = "--backend tensorrt needs TensorRT: pip install '.[gpu]' on an NVIDIA machine"
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -97,6 +103,41 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(run=_model_info)
+    _register_export(commands)
+
+
+def _register_export(commands: argparse._SubParsersAction[Any]) -> None:
+    exp = commands.add_parser(
+        "export",
+        help="export a checkpoint to engines: one ONNX graph per component + manifest.json",
+        description="Export a checkpoint to an engine directory: one ONNX graph per "
+        "component (docs/engines.md) and manifest.json with their files, hashes, inputs and "
+        "outputs. Takes minutes at full size; logs a line per component.",
+    )
+    exp.add_argument("checkpoint", type=Path, metavar="CKPT", help="checkpoint directory")
+    exp.add_argument(
+        "--out", type=Path, required=True, metavar="ENGINES", help="new engine directory"
+    )
+    exp.add_argument(
+        "--precision",
+        choices=("fp32", "fp16", "int4"),
+        default="fp32",
+        help="fp32 (default); fp16: every graph in float16; int4: block-wise int4 weights "
+        "for the backbone and speech decoder (ONNX Runtime MatMulNBits), the rest fp32",
+    )
+    exp.add_argument(
+        "--backend",
+        choices=("onnx", "tensorrt"),
+        default="onnx",
+        help="onnx (default), or tensorrt: also build TensorRT engines from the ONNX graphs",
+    )
+    exp.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every graph against the torch reference on random inputs and print a "
+        "table; exit status 1 if an fp32 graph is off by more than 1e-4 (relative)",
+    )
+    exp.set_defaults(run=_export)
 
 
 def _torch() -> Any:
@@ -164,3 +205,58 @@ def _model_info(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_info(info))
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    _torch()
+    if args.backend == "tensorrt":
+        if args.precision == "int4":
+            raise ExportError(
+                "--backend tensorrt takes --precision fp32 or fp16 (int4 graphs use ONNX "
+                "Runtime's MatMulNBits, which TensorRT cannot parse); use --backend onnx for int4"
+            )
+        if importlib.util.find_spec("tensorrt") is None:
+            raise ExportError(TENSORRT_MISSING)
+    from venus.export.checkpoint import load_model
+    from venus.export.model.venus import VenusModel
+    from venus.export.onnx.build import export_engines, prepare_out
+
+    if not (args.checkpoint / "config.json").is_file():
+        raise ExportError(
+            f"{args.checkpoint}: not a checkpoint directory (no config.json); make one with "
+            "`venus init` or `venus convert`"
+        )
+    prepare_out(args.out)  # before minutes of loading, not after
+    log.info("loading %s", args.checkpoint)
+    model = load_model(args.checkpoint)
+    if not isinstance(model, VenusModel):
+        raise ExportError(f"{args.checkpoint}: did not load as a Venus model")
+    manifest = export_engines(model, args.checkpoint, args.out, args.precision)
+    if args.backend == "tensorrt":
+        _build_tensorrt(args.out, manifest, fp16=args.precision == "fp16")
+        from venus.engines.manifest import load_manifest
+
+        manifest = load_manifest(args.out)  # now listing the plans too
+    if not args.verify:
+        return 0
+    from venus.export.onnx.verify import render_report, verify_engines
+
+    log.info("verifying %s against the torch reference", args.out)
+    checks, decode = verify_engines(args.out, manifest, model)
+    sys.stdout.write(render_report(checks, decode))
+    failed = [c.component for c in checks if c.result == "FAIL"]
+    if failed:
+        log.error("parity check failed for %s: re-export, or report a bug", ", ".join(failed))
+        return 1
+    return 0
+
+
+def _build_tensorrt(out: Path, manifest: Manifest, fp16: bool) -> None:
+    """TensorRT engines from the ONNX graphs (venus.export.tensorrt, imported lazily)."""
+    try:
+        import tensorrt  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise ExportError(TENSORRT_MISSING) from None
+    from venus.export.tensorrt import build_tensorrt
+
+    build_tensorrt(out, manifest, fp16)

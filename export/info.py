@@ -88,7 +88,9 @@ def _past(batch: int, layers: int, kv_heads: int, length: int, head_dim: int) ->
     return [torch.empty(batch, kv_heads, length, head_dim) for _ in range(layers)]
 
 
-def _workloads(model: VenusModel, cfg: ModelConfig) -> dict[str, Callable[[], None]]:
+def chunk_workloads(model: VenusModel, cfg: ModelConfig) -> dict[str, Callable[[], None]]:
+    """One speaking chunk of work per component (see the module doc); inputs are made on
+    the default device and dtype, so the same workloads time a real GPU run."""
     from venus.export.model.backbone import DecoderStack
 
     def decoder(stack: DecoderStack, prefill: torch.Tensor, context: int, steps: int) -> None:
@@ -163,7 +165,7 @@ def model_info(cfg: ModelConfig) -> dict[str, Any]:
     with torch.device("meta"):
         model = VenusModel(cfg).eval()
         components: dict[str, Any] = {}
-        for name, run in _workloads(model, cfg).items():
+        for name, run in chunk_workloads(model, cfg).items():
             module = model.components()[name]
             params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
             meter = _Meter(module)

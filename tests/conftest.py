@@ -8,7 +8,10 @@ says so in the header and the summary. An explicit ``-m EXPR`` replaces this cho
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,36 @@ def pulseaudio() -> Iterator[PulseServer]:
         for key, value in server.env.items():
             mp.setenv(key, value)
         yield server
+
+
+@dataclass(frozen=True)
+class TinyExport:
+    """A tiny checkpoint and its fp32 engines, made as a user makes them."""
+
+    checkpoint: Path
+    engines: Path
+    run: subprocess.CompletedProcess[str]  # `venus export ckpt --out engines --verify`
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
+    """`venus init --config tiny --seed 0` then `venus export --verify`, once per session.
+
+    Shared by the export and engines tests (the export takes about a minute on two cores).
+    Treat it as read-only: tests that corrupt files work on a copy.
+    """
+    base = tmp_path_factory.mktemp("tiny")
+    venus = Path(sys.executable).with_name("venus")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(venus), *args], cwd=base, capture_output=True, text=True, timeout=600, check=False
+        )
+
+    init = run("init", "--config", "tiny", "--seed", "0", "--out", "ckpt")
+    if init.returncode != 0:
+        pytest.fail(f"venus init failed:\n{init.stderr[-4000:]}")
+    export = run("export", "ckpt", "--out", "engines", "--verify")
+    if export.returncode != 0:
+        pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
+    return TinyExport(base / "ckpt", base / "engines", export)

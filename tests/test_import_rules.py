@@ -14,6 +14,7 @@ FORBIDDEN = {
     "daemon": {"export"},
     "venus": set(),
 }
+# bench may import everything, but venus.export (torch) only inside functions: checked below.
 # Third-party modules a package must not import (the daemon installs without torch).
 FORBIDDEN_THIRD_PARTY = {
     "hw": {"torch", "onnxruntime", "tensorrt"},
@@ -55,3 +56,17 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from venus.daemon.config import load_config\nimport torch.nn\n")
     assert imported_modules(bad) == ["venus.daemon.config", "torch.nn"]
+
+
+def test_bench_imports_export_lazily() -> None:
+    for path in (REPO / "bench").rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:  # module level only
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("venus.export"):
+                raise AssertionError(
+                    f"{path.relative_to(REPO)}: import venus.export inside a function"
+                )
+            if isinstance(node, ast.Import) and any(
+                a.name.startswith(("torch", "venus.export")) for a in node.names
+            ):
+                raise AssertionError(f"{path.relative_to(REPO)}: imports torch at module level")

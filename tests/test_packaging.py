@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Top-level folders mapped to subpackages (DESIGN.md layout); plain folders are not.
-SUBPACKAGE_FOLDERS = ("daemon", "engines", "export", "capabilities", "hw")
+SUBPACKAGE_FOLDERS = ("bench", "daemon", "engines", "export", "capabilities", "hw")
 PLAIN_FOLDERS = ("tests", "systemd", "scripts", "docs")
 
 
@@ -108,7 +108,7 @@ def test_non_editable_install_imports_from_outside_the_repo(wheel: Path, tmp_pat
         timeout=300,
     )
     code = (
-        "import venus, venus.daemon, venus.daemon.config, venus.engines, venus.hw, "
+        "import venus, venus.bench, venus.daemon, venus.daemon.config, venus.engines, venus.hw, "
         "venus.capabilities, venus.export; print(venus.daemon.__file__)"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}

@@ -47,11 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    from venus.bench.cli import register as register_bench
     from venus.daemon.cli import register as register_daemon
     from venus.export.cli import register as register_export
 
     register_daemon(commands)
     register_export(commands)
+    register_bench(commands)
     return parser
 
 

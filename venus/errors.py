@@ -36,3 +36,7 @@ class ExportError(VenusError):
 
 class ServiceError(VenusError):
     """Service glue (sd_notify, signals, metrics) failed."""
+
+
+class BenchError(VenusError):
+    """A benchmark was asked for something it cannot measure or estimate."""

@@ -79,7 +79,7 @@ def timestep_embedding(t: Tensor, dim: int) -> Tensor:
     half = dim // 2
     freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device) / max(half, 1))
     args = TIME_SCALE * t.float()[:, None] * freqs[None]
-    return F.pad(torch.cat((args.sin(), args.cos()), dim=-1), (0, dim % 2))
+    return F.pad(torch.cat((args.sin(), args.cos()), dim=-1), (0, dim % 2)).to(t.dtype)
 
 
 def _layers(cfg: FlowDecoderConfig, count: int) -> nn.ModuleList:
@@ -159,9 +159,18 @@ class FlowDecoder(nn.Module):
         self.estimator = FlowEstimator(cfg)
 
     # -- shared pieces -------------------------------------------------------------------
-    def token_features(self, tokens: Tensor, pad_right: int) -> Tensor:
-        """Embeddings plus right-context conv: [B, T] -> [B, T + pad_right - L, d]."""
+    def token_features(
+        self, tokens: Tensor, pad_right: int, token_mask: Tensor | None = None
+    ) -> Tensor:
+        """Embeddings plus right-context conv: [B, T] -> [B, T + pad_right - L, d].
+
+        ``token_mask`` [B, T] (1 = real token, 0 = padding) zeroes the features of padded
+        positions before the conv, as ``pad_right`` zeros do: the exported flow graph pads
+        the final flush's missing lookahead with masked tokens instead of shrinking.
+        """
         emb: Tensor = self.embed(tokens)
+        if token_mask is not None:
+            emb = emb * token_mask[..., None].to(emb.dtype)
         x = F.pad(emb.transpose(1, 2), (0, pad_right))
         out = self.lookahead(x).transpose(1, 2)
         return emb[:, : out.shape[1]] + F.leaky_relu(out, 0.1)

@@ -1,0 +1,19 @@
+"""``venus bench``: one subcommand per benchmark, registered by the module that owns it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="measure speed and memory (ratios against a baseline run side by side)",
+        description="Benchmarks. Each prints a markdown table and can write JSON; figures are "
+        "ratios against a baseline measured in the same run, never absolute claims.",
+    )
+    kinds = bench.add_subparsers(dest="kind", metavar="BENCHMARK", required=True)
+    from venus.bench.estimate import register as register_estimate
+
+    register_estimate(kinds)

@@ -1,0 +1,95 @@
+"""The speech decoder runner: backbone hidden states -> S3 speech tokens, one chunk at a time.
+
+Per chunk: the backbone hidden states of the text spoken in it (the ``condition``) and the
+``start`` token are appended to the stream, then up to ``max_tokens`` S3 tokens are chosen
+by a ``Sampler`` (``start`` is never chosen) until ``end``. As in the torch reference
+(``SpeechDecoder.speak_chunk``) a chosen token is fed back only when another one follows,
+so neither ``end`` nor a chunk's last token enters the cache. One state holds a whole reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from venus.engines.kvcache import KVCache, open_kv_cache, run_cached
+from venus.engines.manifest import ComponentEntry
+from venus.engines.sampler import Sampler
+from venus.engines.session import Session
+from venus.errors import EngineError
+
+DEFAULT_MAX_TOKENS = 4096  # a reply of ~2.5 min at 25 tokens / s plus its text condition
+
+
+@dataclass
+class SpeechState:
+    """One reply's speech-decoder state: its KV cache and the next position."""
+
+    kv: KVCache
+    positions: int = 0
+
+    def reset(self) -> None:
+        self.kv.reset()
+        self.positions = 0
+
+
+@dataclass(frozen=True)
+class SpeechChunk:
+    tokens: NDArray[np.int64]  # [n] S3 codes, n <= max_tokens; never ``start`` or ``end``
+    ended: bool  # the decoder chose ``end``: the reply is over
+
+
+class SpeechDecoderRunner:
+    def __init__(
+        self, session: Session, entry: ComponentEntry, start_token: int, end_token: int
+    ) -> None:
+        self.session, self.entry = session, entry
+        self.start_token, self.end_token = start_token, end_token
+        self.cond_dim = session.dim("condition", 2)
+        self.vocab = session.dim("logits", 2)
+
+    def new_state(self, max_tokens: int = DEFAULT_MAX_TOKENS) -> SpeechState:
+        """A fresh reply (batch 1) holding up to ``max_tokens`` condition + speech tokens."""
+        return SpeechState(kv=open_kv_cache(self.session, self.entry, 1, max_tokens))
+
+    def forward(
+        self, condition: NDArray[Any], input_ids: NDArray[np.int64], state: SpeechState
+    ) -> NDArray[Any]:
+        """Append condition [1, c, cond_dim] then ids [1, s] -> logits [1, c + s, vocab]."""
+        c, s = condition.shape[1], input_ids.shape[1]
+        positions = np.arange(state.positions, state.positions + c + s, dtype=np.int64)
+        feeds = {
+            "condition": condition,
+            "input_ids": input_ids,
+            "attention_mask": np.ones((1, state.kv.length + c + s), dtype=np.int64),
+            "position_ids": positions[None],
+        }
+        out = run_cached(self.session, state.kv, feeds, {"logits": (1, c + s, self.vocab)}, c + s)
+        state.positions += c + s
+        return out["logits"]
+
+    def speak(
+        self, hidden: NDArray[Any], state: SpeechState, sampler: Sampler, max_tokens: int
+    ) -> SpeechChunk:
+        """Decode one chunk: backbone hidden states [1, n, cond_dim] -> up to ``max_tokens``."""
+        if hidden.ndim != 3 or hidden.shape[0] != 1 or hidden.shape[2] != self.cond_dim:
+            raise EngineError(
+                f"speech condition has shape {hidden.shape}; expected [1, n, {self.cond_dim}]"
+            )
+        empty = np.zeros((1, 0, self.cond_dim), dtype=np.float32)
+        condition, ids = hidden, np.array([[self.start_token]], dtype=np.int64)
+        out: list[int] = []
+        for i in range(max_tokens):
+            logits = self.forward(condition, ids, state)
+            scores = np.array(logits[0, -1], dtype=np.float32)
+            scores[self.start_token] = -np.inf  # input-only, never emitted
+            token = sampler(scores)
+            if token == self.end_token:
+                return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=True)
+            out.append(token)
+            if i + 1 < max_tokens:
+                condition, ids = empty, np.array([[token]], dtype=np.int64)
+        return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=False)

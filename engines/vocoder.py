@@ -1,0 +1,60 @@
+"""The vocoder runner: 80-bin mel (50 Hz) -> 24 kHz PCM, streamed with each causal conv's cache.
+
+Every causal conv ``k`` keeps its last ``context_k`` input samples (``past_conv.{k}``
+[batch, channels_k, context_k], zeros at the start), so chunks of any length give the
+one-shot waveform sample for sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from venus.engines.session import Session
+from venus.errors import EngineError
+
+PAST = "past_conv.{}"
+PRESENT = "present_conv.{}"
+
+
+@dataclass
+class VocoderState:
+    """One stream's vocoder state: the conv caches by conv index."""
+
+    caches: list[NDArray[Any]]
+
+    def reset(self) -> None:
+        self.caches = [np.zeros_like(c) for c in self.caches]
+
+
+class VocoderRunner:
+    def __init__(self, session: Session, hop: int) -> None:
+        self.session = session
+        self.hop = hop  # PCM samples per mel frame
+        self.mel_bins = session.dim("mel", 1)
+        self.convs = sum(1 for name in session.inputs if name.startswith("past_conv."))
+        self.cache_shapes = [
+            (session.dim(PAST.format(k), 1), session.dim(PAST.format(k), 2))
+            for k in range(self.convs)
+        ]
+
+    def new_state(self, batch: int = 1) -> VocoderState:
+        dtype = self.session.dtype("mel")
+        return VocoderState(
+            caches=[np.zeros((batch, c, n), dtype=dtype) for c, n in self.cache_shapes]
+        )
+
+    def step(self, mel: NDArray[Any], state: VocoderState) -> NDArray[Any]:
+        """Feed mel [batch, mel_bins, frames] (any frames) -> PCM [batch, frames * hop]."""
+        batch = state.caches[0].shape[0] if state.caches else mel.shape[0]
+        if mel.ndim != 3 or mel.shape[:2] != (batch, self.mel_bins):
+            raise EngineError(
+                f"vocoder got mel of shape {mel.shape}; expected [{batch}, {self.mel_bins}, frames]"
+            )
+        feeds = {"mel": mel} | {PAST.format(k): c for k, c in enumerate(state.caches)}
+        out = self.session.run(feeds)
+        state.caches = [out[PRESENT.format(k)] for k in range(self.convs)]
+        return out["pcm"]
