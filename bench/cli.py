@@ -14,6 +14,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "ratios against a baseline measured in the same run, never absolute claims.",
     )
     kinds = bench.add_subparsers(dest="kind", metavar="BENCHMARK", required=True)
+    from venus.bench.engines import register as register_engines
     from venus.bench.estimate import register as register_estimate
 
     register_estimate(kinds)
+    register_engines(kinds)
