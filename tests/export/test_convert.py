@@ -94,24 +94,19 @@ def digests(root: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir())}
 
 
+def omni_args(upstream: dict[str, Path]) -> list[str]:
+    """Every upstream part, a 48 px image, the tiny speech side, seed 7."""
+    return [
+        *("--qwen3", str(upstream["qwen3"]), "--whisper", str(upstream["whisper"])),
+        *("--siglip2", str(upstream["siglip2"]), "--image-size", "48"),
+        *("--speech-size", "tiny", "--seed", "7"),
+    ]
+
+
 @pytest.fixture(scope="module")
 def omni(upstream: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("conv") / "omni"
-    done = convert(
-        out,
-        "--qwen3",
-        str(upstream["qwen3"]),
-        "--whisper",
-        str(upstream["whisper"]),
-        "--siglip2",
-        str(upstream["siglip2"]),
-        "--image-size",
-        "48",
-        "--speech-size",
-        "tiny",
-        "--seed",
-        "7",
-    )
+    done = convert(out, *omni_args(upstream))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -154,21 +149,7 @@ def test_tokenizer_files_are_copied(omni: Path) -> None:
 
 
 def test_conversion_is_reproducible(omni: Path, upstream: dict[str, Path], tmp_path: Path) -> None:
-    again = convert(
-        tmp_path / "again",
-        "--qwen3",
-        str(upstream["qwen3"]),
-        "--whisper",
-        str(upstream["whisper"]),
-        "--siglip2",
-        str(upstream["siglip2"]),
-        "--image-size",
-        "48",
-        "--speech-size",
-        "tiny",
-        "--seed",
-        "7",
-    )
+    again = convert(tmp_path / "again", *omni_args(upstream))
     assert again.returncode == 0, again.stderr
     assert digests(tmp_path / "again") == digests(omni)
 
