@@ -1,4 +1,4 @@
-"""The daemon's subcommands: ``venus config check``.
+"""The daemon's subcommands: ``venus config check``, ``venus doctor``.
 
 Handlers import what they need when they run, never at registration.
 """
@@ -45,6 +45,25 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     check.set_defaults(run=_config_check)
 
+    doctor = commands.add_parser(
+        "doctor",
+        help="check this machine for the daemon and say what to fix",
+        description=(
+            "Check the configuration, audio devices, one second of microphone level, the "
+            "camera, ONNX Runtime providers, the GPU, the MQTT broker and the engine "
+            "directory; print a verdict with the fix for each problem. Without a "
+            "configuration file the defaults are checked. Exit 0 without failures "
+            "(warnings allowed), 1 with any."
+        ),
+    )
+    doctor.add_argument("--json", action="store_true", help="print the checks as a JSON list")
+    doctor.add_argument(
+        "--hashes",
+        action="store_true",
+        help="also check every engine file's sha256 (reads gigabytes at real size)",
+    )
+    doctor.set_defaults(run=_doctor)
+
 
 def config_path(args: argparse.Namespace) -> Path:
     """The configuration file a command should read: --config, $VENUS_CONFIG, the default."""
@@ -64,6 +83,12 @@ def load_for_command(args: argparse.Namespace) -> VenusConfig:
     setup_logging(args.log_level or cfg.logging.level, cfg.logging.format)
     log.debug("configuration loaded from %s", path)
     return cfg
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from venus.daemon.doctor import doctor
+
+    return doctor(args)
 
 
 def _config_check(args: argparse.Namespace) -> int:
