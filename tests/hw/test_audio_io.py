@@ -9,9 +9,9 @@ checked alone, without a device, in ``test_audio_parts``.
 
 from __future__ import annotations
 
-import importlib.util
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,8 +257,8 @@ def test_devices_are_listed_and_an_unknown_one_says_which_exist(pulse: PulseServ
         assert mic.read(timeout_s=WAIT_S).samples.size == 1600
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyaudio") is not None, reason="pyaudio installed")
-def test_the_pyaudio_backend_says_how_to_install_it() -> None:
+def test_the_pyaudio_backend_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyaudio", None)  # as if it were not installed
     with pytest.raises(DeviceError, match=r"pip install 'realtime-venus\[pyaudio\]'"):
         Microphone(backend="pyaudio")
 
@@ -289,3 +289,18 @@ def test_a_reader_that_falls_behind_gets_overruns_and_fresh_audio(pulse: PulseSe
     assert later.overruns >= 1
     assert later.index >= first.index + 4  # skipped to the freshest whole chunk
     assert later.start_s == pytest.approx(later.index * 0.1)
+
+
+def test_the_pyaudio_backend_plays_and_records_a_tone(pulse: PulseServer) -> None:
+    """The alternative backend behind the same interface: the same tone round trip."""
+    pytest.importorskip("pyaudio", reason="pip install 'realtime-venus[pyaudio]'")
+    with Speaker(backend="pyaudio", buffer_ms=BUFFER_MS, source_rate=SOURCE_RATE) as spk:
+        mic = Microphone(backend="pyaudio", chunk_s=0.25)
+        with mic, Recorder(mic) as rec:
+            spk.play(tone(440, 1.0))
+            started = time.monotonic()
+            wait_quiet(spk)
+            heard, _ = rec.audio(started, started + 1.0)
+    where = np.flatnonzero(np.abs(heard) > 0.05)
+    assert where.size, "nothing came back through the pyaudio backend"
+    assert abs(peak_hz(heard[where[0] : where[-1] + 1]) - 440) < 3.0
