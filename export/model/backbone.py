@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from venus.export.model.config import BackboneConfig
+from venus.export.model.config import BackboneConfig, SpeechDecoderConfig
 from venus.export.model.layers import DecoderLayer, RMSNorm, causal_mask, rope_cos_sin
 
 
@@ -53,6 +53,24 @@ class DecoderShape:
     rope_theta: float
     eps: float
     tie_embeddings: bool
+
+    @classmethod
+    def of(
+        cls, cfg: BackboneConfig | SpeechDecoderConfig, vocab: int, tie_embeddings: bool
+    ) -> DecoderShape:
+        """The shape a backbone or speech-decoder config describes (same field names)."""
+        return cls(
+            vocab=vocab,
+            hidden=cfg.hidden_size,
+            layers=cfg.layers,
+            heads=cfg.heads,
+            kv_heads=cfg.kv_heads,
+            head_dim=cfg.head_dim,
+            intermediate=cfg.intermediate_size,
+            rope_theta=cfg.rope_theta,
+            eps=cfg.rms_norm_eps,
+            tie_embeddings=tie_embeddings,
+        )
 
 
 class DecoderStack(nn.Module):
@@ -131,18 +149,5 @@ class Backbone(DecoderStack):
     """The Qwen3 backbone; its vocabulary is the upstream one plus the special tokens."""
 
     def __init__(self, cfg: BackboneConfig) -> None:
-        super().__init__(
-            DecoderShape(
-                vocab=cfg.total_vocab,
-                hidden=cfg.hidden_size,
-                layers=cfg.layers,
-                heads=cfg.heads,
-                kv_heads=cfg.kv_heads,
-                head_dim=cfg.head_dim,
-                intermediate=cfg.intermediate_size,
-                rope_theta=cfg.rope_theta,
-                eps=cfg.rms_norm_eps,
-                tie_embeddings=cfg.tie_embeddings,
-            )
-        )
+        super().__init__(DecoderShape.of(cfg, cfg.total_vocab, cfg.tie_embeddings))
         self.cfg = cfg

@@ -18,20 +18,7 @@ from venus.export.model.config import SpeechDecoderConfig
 
 class SpeechDecoder(DecoderStack):
     def __init__(self, cfg: SpeechDecoderConfig, cond_dim: int) -> None:
-        super().__init__(
-            DecoderShape(
-                vocab=cfg.vocab,
-                hidden=cfg.hidden_size,
-                layers=cfg.layers,
-                heads=cfg.heads,
-                kv_heads=cfg.kv_heads,
-                head_dim=cfg.head_dim,
-                intermediate=cfg.intermediate_size,
-                rope_theta=cfg.rope_theta,
-                eps=cfg.rms_norm_eps,
-                tie_embeddings=False,
-            )
-        )
+        super().__init__(DecoderShape.of(cfg, cfg.vocab, tie_embeddings=False))
         self.cfg = cfg
         self.cond_proj = nn.Linear(cond_dim, cfg.hidden_size)
 
