@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Top-level folders mapped to subpackages (DESIGN.md layout); plain folders are not.
-SUBPACKAGE_FOLDERS = ("bench", "daemon", "engines", "export", "capabilities", "hw")
+SUBPACKAGE_FOLDERS = ("bench", "daemon", "engines", "export", "capabilities", "hw", "demo")
 PLAIN_FOLDERS = ("tests", "systemd", "scripts", "docs")
 
 
