@@ -4,6 +4,15 @@
 ``step`` embeds token ids and appends them; both return the logits and the final hidden
 states (the speech decoder's condition) of the new tokens. Positions and the attention
 mask continue across calls; the cache is bound with IO binding (see ``kvcache``).
+
+``BackboneState.evict`` bounds a long session StreamingLLM-style (Xiao et al., 2023):
+keep the first tokens (attention sinks) and the most recent ones, drop the middle.
+Positions are not renumbered and the kept keys are not re-rotated: each key keeps the
+RoPE rotation of the position it was computed at and new tokens continue from the next
+position id, so the model sees a gap in positions where the middle was. (StreamingLLM
+proper re-assigns positions within the cache, which needs un-rotated keys; the exported
+graph caches rotated ones.) Positions therefore still grow with the session; past the
+backbone's ``max_positions`` RoPE runs beyond the lengths the model was trained on.
 """
 
 from __future__ import annotations
@@ -39,6 +48,12 @@ class BackboneState:
         self.kv.reset()
         self.mask[:] = 1
         self.positions = 0
+
+    def evict(self, keep_first: int, keep_last: int) -> int:
+        """Drop all but the first ``keep_first`` and the last ``keep_last`` cached tokens;
+        -> tokens dropped. Position ids continue where they were (see the module docstring);
+        the attention mask stays all ones over the tokens held."""
+        return self.kv.keep(keep_first, keep_last)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,12 @@ allocated per step and the keys never leave the device.
 CPU buffers are numpy arrays (pointers from ``.ctypes.data``); CUDA buffers are OrtValues
 allocated once on the session's device (``.data_ptr()``). Binding is the same code for
 both: only the device type and pointers differ.
+
+``keep(first, last)`` evicts the middle of a long stream: it compacts the first ``first``
+and the last ``last`` tokens of every layer into the spare buffers and swaps, like a step.
+On the CPU that is slice copies between the preallocated arrays; on CUDA each buffer
+makes a round trip through host memory (ONNX Runtime's Python API cannot slice device
+memory), which is acceptable because eviction is rare (once per many chunks).
 """
 
 from __future__ import annotations
@@ -122,6 +128,36 @@ class KVCache:
     def reset(self) -> None:
         """Forget every token (the buffers stay allocated)."""
         self.length = 0
+
+    def keep(self, first: int, last: int) -> int:
+        """Keep the first ``first`` and the last ``last`` tokens of every layer, drop the
+        middle; -> the number of tokens dropped (0 when ``first + last`` covers them all)."""
+        if first < 0 or last < 0:
+            raise EngineError(f"KV cache keep({first}, {last}): counts must be >= 0")
+        held = self.length
+        kept = first + last
+        if kept >= held:
+            return 0
+        current, spare = self.buffers[self.current], self.buffers[1 - self.current]
+        for src, dst in zip(current, spare, strict=True):
+            if src.host is not None and dst.host is not None:
+                self._compact(src.host, dst.host, first, last)
+            else:  # CUDA: through the host (see the module docstring)
+                host = src.device.numpy()
+                out = np.zeros_like(host)
+                self._compact(host, out, first, last)
+                dst.device.update_inplace(out)
+        self.current = 1 - self.current
+        self.length = kept
+        return held - kept
+
+    def _compact(self, src: NDArray[Any], dst: NDArray[Any], first: int, last: int) -> None:
+        """dst[..., :first + last, :] = src's first ``first`` then last ``last`` tokens."""
+        held, kept = self.length, first + last
+        a = src[: self.batch * self.kv_heads * held * self.head_dim].reshape(self.shape(held))
+        b = dst[: self.batch * self.kv_heads * kept * self.head_dim].reshape(self.shape(kept))
+        b[:, :, :first] = a[:, :, :first]
+        b[:, :, first:] = a[:, :, held - last :]
 
     def data_ptrs(self) -> tuple[int, ...]:
         """Addresses of every buffer (they never change while the cache lives)."""

@@ -1,8 +1,8 @@
 """``manifest.json``: what an engine directory holds and how to feed each graph.
 
 Written by ``venus export`` (offline), read by the daemon's engines runtime. Torch-free.
-Every file is listed with its size and sha256; ``verify`` checks them and names any file
-that is missing, truncated or corrupt.
+Every file (the graphs and the tokenizer) is listed with its size and sha256; ``verify``
+checks them and names any file that is missing, truncated or corrupt.
 """
 
 from __future__ import annotations
@@ -97,6 +97,15 @@ class Manifest:
     source: dict[str, str]  # checkpoint path and sha256
     tools: dict[str, str]  # versions that made it
     model_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's config.json
+    # The checkpoint's tokenizer.json; None in manifests written before it was exported.
+    tokenizer: FileEntry | None = None
+
+    def files(self) -> list[tuple[str, FileEntry]]:
+        """Every listed file, with what it belongs to (a component's name, or "tokenizer")."""
+        out = [(name, entry) for name, c in self.components.items() for entry in c.files]
+        if self.tokenizer is not None:
+            out.append(("tokenizer", self.tokenizer))
+        return out
 
 
 _ADAPTER: TypeAdapter[Manifest] = TypeAdapter(Manifest)
@@ -159,19 +168,19 @@ def verify(
 
     ``sha256`` computes a file's digest; the runtime passes a cached one (``hashcache``).
     """
-    for name, component in manifest.components.items():
-        for entry in component.files:
-            path = root / entry.path
-            if not path.is_file():
-                raise EngineError(f"{path}: missing ({name} engine); re-run `venus export`")
-            size = path.stat().st_size
-            if size != entry.bytes:
-                raise EngineError(
-                    f"{path}: {size} bytes, the manifest says {entry.bytes} ({name} engine is "
-                    "truncated or was replaced); re-run `venus export`"
-                )
-            if sha256 is not None and sha256(path) != entry.sha256:
-                raise EngineError(
-                    f"{path}: sha256 does not match the manifest ({name} engine is corrupt); "
-                    "re-run `venus export`"
-                )
+    for name, entry in manifest.files():
+        what = "the tokenizer" if name == "tokenizer" else f"{name} engine"
+        path = root / entry.path
+        if not path.is_file():
+            raise EngineError(f"{path}: missing ({what}); re-run `venus export`")
+        size = path.stat().st_size
+        if size != entry.bytes:
+            raise EngineError(
+                f"{path}: {size} bytes, the manifest says {entry.bytes} ({what} is "
+                "truncated or was replaced); re-run `venus export`"
+            )
+        if sha256 is not None and sha256(path) != entry.sha256:
+            raise EngineError(
+                f"{path}: sha256 does not match the manifest ({what} is corrupt); "
+                "re-run `venus export`"
+            )

@@ -20,6 +20,7 @@ from venus.engines.options import EngineOptions, Provider
 from venus.engines.providers import choose_providers
 from venus.engines.session import Session, open_component
 from venus.engines.speech import SpeechDecoderRunner
+from venus.engines.tokenizer import Tokenizer
 from venus.engines.vocoder import VocoderRunner
 from venus.errors import EngineError
 
@@ -42,6 +43,7 @@ class Engines:
     speech: SpeechDecoderRunner
     flow: FlowRunner
     vocoder: VocoderRunner
+    tokenizer: Tokenizer
 
     @classmethod
     def open(
@@ -61,7 +63,13 @@ class Engines:
             raise EngineError(
                 f"{root}: the manifest lists no {', '.join(missing)} engine; re-run `venus export`"
             )
+        if manifest.tokenizer is None:
+            raise EngineError(
+                f"{root}: the manifest lists no tokenizer (exported by an older release); "
+                "re-run `venus export`"
+            )
         verify_engines(root, manifest, hashes or HashCache.load(options.cache_dir))
+        tokenizer = Tokenizer.open(root / manifest.tokenizer.path, text_vocab(root, manifest))
         providers = choose_providers(options.providers)
         sessions = {
             name: open_component(root, name, entry, options, providers)
@@ -91,6 +99,7 @@ class Engines:
             ),
             flow=FlowRunner(sessions["flow_decoder"], c["flow_decoder"], s),
             vocoder=VocoderRunner(sessions["vocoder"], s.hop_out),
+            tokenizer=tokenizer,
         )
 
     def token_id(self, name: str) -> int:
@@ -107,3 +116,22 @@ class Engines:
     def control_token_ids(self) -> tuple[int, ...]:
         """Ids of the control tokens (``<|listen|>``, ``<|speak|>``, ``<|turn_eos|>``)."""
         return tuple(self.token_id(t) for t in self.manifest.control_tokens)
+
+
+def text_vocab(root: Path, manifest: Manifest) -> int:
+    """The backbone's upstream text vocabulary: ids below it are text, special tokens follow.
+
+    From the checkpoint config the manifest carries (``model.backbone.vocab_size``), else
+    the smallest special-token id (they are numbered from the end of the text vocabulary).
+    """
+    config = manifest.model_config.get("model", manifest.model_config)
+    backbone = config.get("backbone") if isinstance(config, dict) else None
+    size = backbone.get("vocab_size") if isinstance(backbone, dict) else None
+    if isinstance(size, int) and size > 0:
+        return size
+    if manifest.special_tokens:
+        return min(manifest.special_tokens.values())
+    raise EngineError(
+        f"{root}: the manifest gives neither the backbone's vocab_size nor special-token "
+        "ids, so text and special tokens cannot be told apart; re-run `venus export`"
+    )

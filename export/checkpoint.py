@@ -3,6 +3,7 @@
 Layout::
 
     config.json                      model config (format + version, validated)
+    tokenizer.json                   Hugging Face tokenizers file (``venus init``: byte-level)
     model.safetensors.index.json     {"metadata": {...}, "weight_map": {tensor: file}}
     audio_encoder-00001.safetensors  shards, one component per shard, <= max_shard_bytes
     backbone-00001.safetensors ...
@@ -23,7 +24,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import ExportError
 from venus.export.model.config import ModelConfig, load_config, save_config
 
@@ -202,7 +205,8 @@ def load_model(root: Path, dtype: torch.dtype = torch.float32) -> torch.nn.Modul
 
 
 def save_model(model: torch.nn.Module, out: Path, dtype: torch.dtype = torch.float32) -> None:
-    """Write a whole in-memory ``VenusModel`` as a checkpoint (used by ``venus init``)."""
+    """Write a whole in-memory ``VenusModel`` as a checkpoint (used by ``venus init``), with
+    a byte-level ``tokenizer.json`` (random weights have no upstream tokenizer)."""
     writer = CheckpointWriter(out, model.cfg)  # type: ignore[arg-type]
     expected = expected_tensors(model.cfg)  # type: ignore[arg-type]
     state = model.state_dict()
@@ -210,3 +214,28 @@ def save_model(model: torch.nn.Module, out: Path, dtype: torch.dtype = torch.flo
         component, rest = name.split(".", 1)
         writer.add(component, rest, state[name].to(dtype))
     writer.finish()
+    write_byte_tokenizer(out / TOKENIZER_FILE)
+
+
+def byte_symbols() -> list[str]:
+    """GPT-2's printable stand-in for each byte value, indexed by the byte (what the
+    ByteLevel pre-tokenizer maps bytes to): printable Latin-1 stays, the rest go to 256+."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    keep += range(ord("®"), ord("ÿ") + 1)
+    moved = (b for b in range(256) if b not in keep)
+    symbol = {b: chr(b) for b in keep} | {b: chr(256 + n) for n, b in enumerate(moved)}
+    return [symbol[b] for b in range(256)]
+
+
+def write_byte_tokenizer(path: Path) -> None:
+    """A byte-level BPE ``tokenizer.json`` without merges: token id = byte value (0..255).
+
+    Every UTF-8 text encodes (one token a byte) and decodes back; ids 256 and up are not
+    in it and decode to nothing. No randomness and no training: the file depends on
+    nothing, so ``venus init`` stays byte-identical for a seed.
+    """
+    vocab = {s: b for b, s in enumerate(byte_symbols())}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    path.write_text(tokenizer.to_str(pretty=True) + "\n", encoding="utf-8")

@@ -219,14 +219,15 @@ def _export(args: argparse.Namespace) -> int:
             raise ExportError(TENSORRT_MISSING)
     from venus.export.checkpoint import load_model
     from venus.export.model.venus import VenusModel
-    from venus.export.onnx.build import export_engines, prepare_out
+    from venus.export.onnx.build import checkpoint_tokenizer, export_engines, prepare_out
 
     if not (args.checkpoint / "config.json").is_file():
         raise ExportError(
             f"{args.checkpoint}: not a checkpoint directory (no config.json); make one with "
             "`venus init` or `venus convert`"
         )
-    prepare_out(args.out)  # before minutes of loading, not after
+    checkpoint_tokenizer(args.checkpoint)  # these two before minutes of loading, not after
+    prepare_out(args.out)
     log.info("loading %s", args.checkpoint)
     model = load_model(args.checkpoint)
     if not isinstance(model, VenusModel):

@@ -182,6 +182,13 @@ def convert(
     for file in TOKENIZER_FILES:
         if (src.qwen3 / file).exists():
             shutil.copy2(src.qwen3 / file, out / file)
+    if not (src.qwen3 / "tokenizer.json").exists():
+        log.warning(
+            "%s has no tokenizer.json; copy the Qwen3 tokenizer.json into %s before "
+            "`venus export` (it refuses a checkpoint without one)",
+            src.qwen3,
+            out,
+        )
     log.info(
         "converted %s into %s: %.2f GB in %.1f s",
         cfg.name,

@@ -1,8 +1,9 @@
 """``venus export``: a checkpoint -> one ONNX graph per component plus ``manifest.json``.
 
 Order: load the checkpoint (float32), trace and save each graph (exporter.py), apply the
-precision pass (precision.py), describe it (manifest.py); ``manifest.json`` is written
-last, so a directory without one is an unfinished export. One log line per component.
+precision pass (precision.py), describe it (manifest.py), copy the checkpoint's
+``tokenizer.json``; ``manifest.json`` is written last, so a directory without one is an
+unfinished export. One log line per component.
 
 Precision per component: fp32 exports everything at float32; fp16 converts every graph;
 int4 quantises the backbone's and speech decoder's weights and leaves the other graphs
@@ -13,12 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
 import onnx
+from tokenizers import Tokenizer
 
-from venus.engines.manifest import MANIFEST, Manifest, Precision, write_manifest
+from venus.engines.manifest import MANIFEST, Manifest, Precision, file_entry, write_manifest
+from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import ExportError
 from venus.export.model.venus import VenusModel
 from venus.export.onnx.exporter import export_graph
@@ -43,6 +47,22 @@ def prepare_out(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def checkpoint_tokenizer(checkpoint: Path) -> Path:
+    """The checkpoint's ``tokenizer.json``, checked to load; ExportError if absent or bad."""
+    path = checkpoint / TOKENIZER_FILE
+    if not path.is_file():
+        raise ExportError(
+            f"{path}: no such file; the engines need the checkpoint's tokenizer (`venus init` "
+            "writes one, `venus convert` copies the upstream Qwen3 one: copy it into "
+            f"{checkpoint} or re-create the checkpoint)"
+        )
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises plain Exception for a bad file
+        raise ExportError(f"{path}: not a Hugging Face tokenizer.json ({e})") from e
+    return path
+
+
 def _apply_precision(out: Path, files: list[str], precision: Precision) -> None:
     model = onnx.load(str(out / files[0]))  # external data too
     model = quantize_int4(model) if precision == "int4" else convert_fp16(model)
@@ -65,6 +85,7 @@ def export_engines(
 ) -> Manifest:
     """Export every graph of ``model`` (loaded from ``checkpoint``) into ``out``."""
     start = time.monotonic()
+    tokenizer = checkpoint_tokenizer(checkpoint)
     prepare_out(out)
     cfg = model.cfg
     specs = graph_specs(model)
@@ -94,8 +115,12 @@ def export_engines(
             size / 1e6,
             time.monotonic() - began,
         )
+    shutil.copyfile(tokenizer, out / TOKENIZER_FILE)
+    _share(out, [TOKENIZER_FILE])
     log.info("hashing %s", checkpoint)
-    manifest = build_manifest(cfg, checkpoint, components, precision)
+    manifest = build_manifest(
+        cfg, checkpoint, components, precision, tokenizer=file_entry(out, TOKENIZER_FILE)
+    )
     write_manifest(out, manifest)
     _share(out, [MANIFEST])
     log.info("wrote %s in %.1f s", out / MANIFEST, time.monotonic() - start)

@@ -21,6 +21,7 @@ from venus.engines.manifest import (
     FORMAT_VERSION,
     Backend,
     ComponentEntry,
+    FileEntry,
     Manifest,
     Precision,
     Schedule,
@@ -108,6 +109,7 @@ def build_manifest(
     components: dict[str, ComponentEntry],
     precision: Precision,
     backend: Backend = "onnx",
+    tokenizer: FileEntry | None = None,
 ) -> Manifest:
     return Manifest(
         format=FORMAT,
@@ -124,4 +126,5 @@ def build_manifest(
         source={"path": str(checkpoint.resolve()), "sha256": checkpoint_sha256(checkpoint)},
         tools=tool_versions(),
         model_config=json.loads((checkpoint / "config.json").read_text()),
+        tokenizer=tokenizer,
     )

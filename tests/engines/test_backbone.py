@@ -92,3 +92,46 @@ def test_wrong_shapes_are_clear(engines: Engines) -> None:
         runner.prefill(np.zeros((1, 2, 3), np.float32), runner.new_state(max_tokens=4))
     with pytest.raises(EngineError, match="pass \\[batch, sequence\\]"):
         runner.embed(np.array([1, 2]))
+
+
+@torch.no_grad()
+def test_steps_after_eviction_match_torch_with_the_same_slices(
+    engines: Engines, reference: Any
+) -> None:
+    runner, model = engines.backbone, reference.backbone
+    state = runner.new_state(max_tokens=32)
+    cache, untouched = model.new_cache(), model.new_cache()
+    embeds = np.random.default_rng(3).standard_normal((1, 12, runner.hidden_size))
+    embeds = embeds.astype(np.float32)
+    runner.prefill(embeds, state)
+    model.step(torch.from_numpy(embeds), cache)
+    model.step(torch.from_numpy(embeds), untouched)
+    before = [state.kv.layer(i) for i in range(model.shape.layers)]
+
+    assert state.evict(2, 4) == 6
+    assert state.length == 6 and state.positions == 12  # positions are not renumbered
+    for i, (keys, values) in enumerate(before):
+        got_keys, got_values = state.kv.layer(i)
+        np.testing.assert_array_equal(got_keys, np.concatenate((keys[:, :, :2], keys[:, :, 8:]), 2))
+        np.testing.assert_array_equal(
+            got_values, np.concatenate((values[:, :, :2], values[:, :, 8:]), 2)
+        )
+    # The reference, sliced the same way; its next position stays 12 too.
+    for i in range(model.shape.layers):
+        cache.keys[i] = torch.cat((cache.keys[i][:, :, :2], cache.keys[i][:, :, 8:]), dim=2)
+        cache.values[i] = torch.cat((cache.values[i][:, :, :2], cache.values[i][:, :, 8:]), 2)
+    cache.mask = cache.mask[:, :6]
+
+    errors, gaps = [], []
+    token = 5
+    for _ in range(3):
+        ids = np.array([[token]], dtype=np.int64)
+        out = runner.step(ids, state)
+        logits, hidden = model.step(model.embed(torch.from_numpy(ids)), cache)
+        full, _ = model.step(model.embed(torch.from_numpy(ids)), untouched)
+        errors += [err(out.logits, logits), err(out.hidden, hidden)]
+        gaps.append(err(out.logits, full))
+        token = int(np.argmax(out.logits[0, -1]))
+    assert max(errors) < TOL, errors
+    assert max(gaps) > 100 * TOL, gaps  # the eviction did change what the model sees
+    assert state.length == cache.length == 9 and state.positions == cache.positions == 15
