@@ -87,6 +87,21 @@ class ModelConfig:
         description="Which frontend to run; auto takes it from the engines' manifest.",
     )
     seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1, description="Sampling seed.")
+    temperature: StrictFloat = Field(
+        default=0.7,
+        ge=0.0,
+        le=2.0,
+        description="Sampling temperature of text and speech tokens; 0 is greedy.",
+    )
+    top_p: StrictFloat = Field(
+        default=0.9, gt=0.0, le=1.0, description="Nucleus sampling: keep this probability mass."
+    )
+    listen_bias: StrictFloat = Field(
+        default=0.0,
+        ge=-20.0,
+        le=20.0,
+        description="Added to the <|listen|> logit at each decision; > 0 talks less.",
+    )
 
 
 @dataclass(config=_SECTION)
@@ -132,6 +147,26 @@ class ScheduleConfig:
         le=4096,
         description="First tokens always kept when evicting (attention sinks).",
     )
+    max_text_tokens: StrictInt = Field(
+        default=16, ge=1, le=256, description="Text tokens the model may say per chunk."
+    )
+    speech_tokens_per_chunk: StrictInt = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="Speech tokens per chunk; 0: the model's rate times the chunk.",
+    )
+    deadlines: StrictBool = Field(
+        default=True,
+        description="Degrade a chunk that would finish late (skip vision, shorten speech).",
+    )
+
+    def __post_init__(self) -> None:
+        if 2 * self.sink_tokens >= self.max_context_tokens:
+            raise ValueError(
+                f"sink_tokens ({self.sink_tokens}) must be less than half of "
+                f"max_context_tokens ({self.max_context_tokens})"
+            )
 
 
 @dataclass(config=_SECTION)

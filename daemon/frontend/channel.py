@@ -1,0 +1,66 @@
+"""The frontend's side of the harness: delegations out, fresh results in, playback events.
+
+The harness (work items, journal, dispatch; a later part of the daemon) implements
+``HarnessChannel``. Until it is plugged in the loop runs with ``NoHarness``: delegations
+are recorded in the timeline and go nowhere, and no result ever arrives. Both
+frontends (omni and audio) use this one interface.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from venus.daemon.frontend.playback import PlaybackEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A well-formed ``<|delegate|>`` span: an MCP-style tool call the model asked for."""
+
+    session_id: str
+    chunk_index: int  # the chunk whose text held the span
+    name: str  # capability (tool) name
+    arguments: dict[str, Any]
+    raw: str  # the span's text as decoded
+    dialogue: tuple[str, ...] = ()  # recent dialogue text (most recent last), for evidence
+
+
+@dataclass(frozen=True)
+class InjectedResult:
+    """A result the harness hands the frontend at a chunk boundary."""
+
+    item_id: str
+    text: str  # what goes between <|result|> and <|/result|> (JSON or prose)
+    tags: tuple[str, ...] = field(default=())  # carried onto the reply's playback events
+
+
+class HarnessChannel(Protocol):
+    def delegate(self, delegation: Delegation) -> None:
+        """Capture a delegation (returns at once; the work runs in the background)."""
+
+    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+        """Results to inject at this chunk boundary (fresh ones only; may be empty)."""
+
+    def playback(self, event: PlaybackEvent) -> None:
+        """What was played or cut: the harness acknowledges delivery from these."""
+
+
+class NoHarness:
+    """No background loop: delegations are only logged, no result arrives."""
+
+    def delegate(self, delegation: Delegation) -> None:
+        log.info(
+            "delegation %s from chunk %d: no harness is running",
+            delegation.name,
+            delegation.chunk_index,
+        )
+
+    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+        return []
+
+    def playback(self, event: PlaybackEvent) -> None:
+        return None

@@ -1,0 +1,58 @@
+"""Parsing the model's private ``<|delegate|> ... <|/delegate|>`` spans.
+
+The span holds one JSON object in MCP ``tools/call`` shape::
+
+    {"name": "weather", "arguments": {"city": "Paris", "day": "tomorrow"}}
+
+(``arguments`` may be omitted: ``{}``). Anything else (not JSON, not an object, no string
+``name``, non-object ``arguments``, a span cut off by the token budget) is malformed: it
+is logged, counted in the timeline, and never spoken nor dispatched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+MAX_SPAN_CHARS = 8192  # a call longer than this is malformed (and surely a runaway decode)
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    raw: str
+    name: str | None  # set when valid
+    arguments: dict[str, Any] | None
+    error: str | None  # why it is malformed; None when valid
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
+
+
+def parse_call(raw: str, truncated: bool = False) -> ParsedCall:
+    """The call in a span's decoded text; ``truncated``: the span never closed."""
+
+    def bad(why: str) -> ParsedCall:
+        return ParsedCall(raw=raw, name=None, arguments=None, error=why)
+
+    if truncated:
+        return bad("the span did not close within the delegation token budget")
+    if len(raw) > MAX_SPAN_CHARS:
+        return bad(f"the span is longer than {MAX_SPAN_CHARS} characters")
+    try:
+        call = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return bad(f"not JSON: {e.msg} at character {e.pos}")
+    if not isinstance(call, dict):
+        return bad(f"a JSON {type(call).__name__}, not an object")
+    name = call.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return bad('no "name" string')
+    arguments = call.get("arguments", {})
+    if not isinstance(arguments, dict):
+        return bad('"arguments" is not an object')
+    unknown = sorted(set(call) - {"name", "arguments"})
+    if unknown:
+        return bad(f"unknown keys {', '.join(unknown)}")
+    return ParsedCall(raw=raw, name=name.strip(), arguments=arguments, error=None)

@@ -1,0 +1,123 @@
+"""The frontend loop: read a chunk, step the model, act on playback, hand speech on.
+
+One code path, two clocks (``clock``): in real time the microphone paces the loop and
+its sample clock dates every chunk (an overrun skips chunk indices instead of drifting);
+offline a file source returns chunks at once, the playback device is a track clocked by
+the schedule, and the loop waits for token-to-wave at each boundary, so a run is
+deterministic for a seed. Per chunk::
+
+    audio chunk + latest frame -> ChunkStep -> (yield? cut playback) -> SpeechOut thread
+                                                                          -> playback queue
+                                                                          -> timeline record
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from venus.daemon.frontend.channel import HarnessChannel
+from venus.daemon.frontend.clock import Clock
+from venus.daemon.frontend.playback import PlaybackController
+from venus.daemon.frontend.speech_out import SpeechOut
+from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep
+from venus.daemon.frontend.stream import Stream
+from venus.hw.audio import AudioChunk
+from venus.hw.frames import Frame
+from venus.hw.vad import Vad
+
+log = logging.getLogger(__name__)
+
+
+class AudioSource(Protocol):
+    """``Microphone`` and ``FileAudioSource``: ``EOFError`` ends the input,
+    ``TimeoutError`` means nothing arrived yet."""
+
+    def read(self, timeout_s: float | None = None) -> AudioChunk: ...
+
+
+FrameSource = Callable[[float], Frame | None]  # schedule time (s) -> the latest frame
+
+
+def no_frames(_t: float) -> Frame | None:
+    return None
+
+
+@dataclass
+class LoopStats:
+    chunks: int = 0
+    cuts: int = 0
+
+
+class FrontendLoop:
+    def __init__(
+        self,
+        step: ChunkStep,
+        speech_out: SpeechOut,
+        playback: PlaybackController,
+        harness: HarnessChannel,
+        clock: Clock,
+        vad: Vad | None = None,
+    ) -> None:
+        self.step, self.speech_out, self.playback = step, speech_out, playback
+        self.harness, self.clock, self.vad = harness, clock, vad
+        self.period_s = step.schedule.chunk_s
+        self.stats = LoopStats()
+
+    def run(
+        self,
+        stream: Stream,
+        audio: AudioSource,
+        frames: FrameSource = no_frames,
+        stop: threading.Event | None = None,
+        max_chunks: int | None = None,
+    ) -> LoopStats:
+        """Step every chunk until the input ends, ``stop`` is set or ``max_chunks`` ran."""
+        stop = stop or threading.Event()
+        while not stop.is_set() and (max_chunks is None or self.stats.chunks < max_chunks):
+            try:
+                chunk = audio.read(timeout_s=2 * self.period_s)
+            except TimeoutError:
+                log.debug("no audio chunk within %.1f s", 2 * self.period_s)
+                continue
+            except EOFError:
+                break
+            self.one(stream, chunk, frames)
+        self.speech_out.drain()
+        self.clock.finish(self.speech_out)
+        self._poll()
+        return self.stats
+
+    def one(self, stream: Stream, chunk: AudioChunk, frames: FrameSource) -> ChunkResult:
+        end_s = chunk.start_s + self.period_s
+        speech_ratio = self.vad.process(chunk.samples).speech_ratio if self.vad else 0.0
+        data = ChunkInput(
+            index=chunk.index,
+            start_s=chunk.start_s,
+            samples=np.asarray(chunk.samples, np.float32),
+            frame=frames(end_s),
+            speech_ratio=speech_ratio,
+            boundary_s=self.clock.boundary(chunk),
+        )
+        self.clock.before_step(self.speech_out, end_s)
+        self._poll()
+        result = self.step(stream, data)
+        if result.cut_reply is not None:
+            self.speech_out.cut(result.cut_reply)
+            stopped = self.playback.stop("yield")
+            if stopped is not None:
+                result.playback_stopped = True
+                self.stats.cuts += 1
+                self.harness.playback(stopped)
+        self.speech_out.submit(result)
+        self.stats.chunks += 1
+        return result
+
+    def _poll(self) -> None:
+        for event in self.playback.poll():
+            self.harness.playback(event)

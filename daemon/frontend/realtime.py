@@ -1,0 +1,133 @@
+"""``venus run``: the frontend on the live microphone, camera and speaker.
+
+The microphone paces the loop (one chunk per period of its sample clock); the camera
+keeps only its newest frame, read at each boundary; the speaker plays the queue and
+reports what was heard. Runs until ``stop`` is set (SIGINT / SIGTERM in the CLI).
+Device loss is handled by ``venus.hw``: a lost microphone delivers silence-filled
+chunks, a lost camera gives no frame (the chunk runs audio only), a lost speaker drops
+audio and reports nothing played.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from venus.daemon.config.schema import VenusConfig
+from venus.daemon.frontend.channel import HarnessChannel
+from venus.daemon.frontend.clock import RealTimeClock
+from venus.daemon.frontend.loop import LoopStats
+from venus.daemon.frontend.playback import AudioOut
+from venus.daemon.frontend.session import open_frontend
+from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
+from venus.engines.runners import Engines
+from venus.hw.audio import AudioChunk, Microphone
+from venus.hw.camera import Camera
+from venus.hw.frames import VISION_SIZE, Frame
+from venus.hw.speaker import Position, Speaker
+
+log = logging.getLogger(__name__)
+
+
+class Gain:
+    """An ``AudioOut`` that scales what it plays (``playback.volume``)."""
+
+    def __init__(self, out: AudioOut, gain: float) -> None:
+        self.out, self.gain = out, gain
+
+    def play(self, pcm: NDArray[np.float32]) -> int:
+        return self.out.play(np.clip(pcm * self.gain, -1.0, 1.0).astype(np.float32))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def position(self) -> Position:
+        return self.out.position()
+
+
+class Muted:
+    """A microphone whose chunks are silent while ``muted`` is set."""
+
+    def __init__(self, mic: Microphone, muted: threading.Event) -> None:
+        self.mic, self.muted = mic, muted
+
+    def read(self, timeout_s: float | None = None) -> AudioChunk:
+        chunk = self.mic.read(timeout_s)
+        if not self.muted.is_set():
+            return chunk
+        silent = np.zeros_like(chunk.samples)
+        return AudioChunk(
+            silent, chunk.index, chunk.start_s, chunk.overruns, chunk.filled_s,
+            chunk.captured_at_s,
+        )  # fmt: skip
+
+
+def run_realtime(
+    cfg: VenusConfig,
+    engines: Engines,
+    stop: threading.Event,
+    timeline: Path | None = None,
+    on_record: Callable[[ChunkRecord], None] = lambda _r: None,
+    harness: HarnessChannel | None = None,
+    muted: threading.Event | None = None,
+) -> LoopStats:
+    s = engines.manifest.schedule
+    a, p, v = cfg.audio, cfg.playback, cfg.video
+    muted = muted or threading.Event()
+    if a.muted:
+        muted.set()
+    speaker = Speaker(
+        p.device,
+        backend=a.backend,
+        sample_rate=p.sample_rate,
+        buffer_ms=p.buffer_ms,
+        source_rate=s.sample_rate_out,
+    )
+    mic = Microphone(
+        a.device,
+        backend=a.backend,
+        sample_rate=a.sample_rate,
+        channels=a.channels,
+        block_ms=a.block_ms,
+        chunk_s=s.chunk_s,
+    )
+    camera = Camera(
+        v.source,
+        size=s.image_size or VISION_SIZE,
+        enabled=v.enabled and engines.vision is not None,
+        capture_width=v.capture_width,
+        capture_height=v.capture_height,
+        reconnect_max_s=v.reconnect_max_s,
+    )
+
+    def frames(_t: float) -> Frame | None:
+        return camera.latest()
+
+    with ExitStack() as stack:
+        writer = stack.enter_context(TimelineWriter(timeline)) if timeline else None
+
+        def sink(record: ChunkRecord) -> None:
+            if writer is not None:
+                writer.write(record)
+            on_record(record)
+
+        out = Gain(speaker, p.volume) if p.volume != 1.0 else speaker
+        frontend = open_frontend(cfg, engines, out, RealTimeClock(s.chunk_s), sink, harness)
+        stack.callback(frontend.close)
+        stack.enter_context(speaker)
+        stack.enter_context(camera)
+        stack.enter_context(mic)
+        log.info(
+            "listening: %s chunks, microphone %r, speaker %r, camera %s",
+            s.chunk_s,
+            a.device,
+            p.device,
+            v.source if camera.state != "disabled" else "off",
+        )
+        return frontend.loop.run(frontend.stream, Muted(mic, muted), frames, stop)

@@ -1,0 +1,173 @@
+"""Putting a frontend together from the configuration: engines, step, speech out, loop.
+
+``Frontend`` owns every part of one running frontend; ``open_frontend`` builds it for
+either clock. The offline and real-time runs (``offline``, ``realtime``) only differ in
+the sources, the playback device and the clock they pass in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from venus.daemon.config.schema import VenusConfig
+from venus.daemon.frontend.channel import HarnessChannel, NoHarness
+from venus.daemon.frontend.clock import Clock
+from venus.daemon.frontend.deadline import Deadlines
+from venus.daemon.frontend.delegation import ParsedCall
+from venus.daemon.frontend.loop import FrontendLoop
+from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
+from venus.daemon.frontend.speech_out import SpeechOut
+from venus.daemon.frontend.step import ChunkResult, ChunkStep, Samplers, StepSettings
+from venus.daemon.frontend.stream import Stream
+from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
+from venus.engines.options import EngineOptions
+from venus.engines.runners import Engines
+from venus.engines.sampler import Greedy, LogitBias, Sampler, TopP
+from venus.errors import ConfigError
+from venus.hw.vad import Vad
+
+log = logging.getLogger(__name__)
+
+RecordSink = Callable[[ChunkRecord], None]
+
+
+@dataclass
+class Frontend:
+    engines: Engines
+    step: ChunkStep
+    stream: Stream
+    playback: PlaybackController
+    speech_out: SpeechOut
+    loop: FrontendLoop
+    records: list[ChunkRecord] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.speech_out.close()
+
+
+def check_schedule(cfg: VenusConfig, engines: Engines) -> None:
+    """The configured chunk period must be the one the engines were exported for."""
+    exported = engines.manifest.schedule.chunk_s
+    if abs(cfg.schedule.chunk_s - exported) > 1e-9:
+        raise ConfigError(
+            f"schedule.chunk_s is {cfg.schedule.chunk_s} s but the engines in {engines.root} "
+            f"were exported for {exported} s chunks; set schedule.chunk_s = {exported} or "
+            "export a checkpoint made with that chunk_s"
+        )
+    if cfg.model.frontend not in ("auto", engines.manifest.frontend):
+        raise ConfigError(
+            f"model.frontend is {cfg.model.frontend!r} but the engines in {engines.root} are "
+            f'an {engines.manifest.frontend!r} frontend; set model.frontend = "auto"'
+        )
+
+
+def make_samplers(cfg: VenusConfig, engines: Engines) -> Samplers:
+    """Greedy decisions (optionally biased toward listening); sampled text and speech."""
+    m = cfg.model
+    listen = engines.token_id("<|listen|>")
+    bias = LogitBias({listen: m.listen_bias}) if m.listen_bias else None
+
+    def choice(seed: int) -> Greedy | TopP:
+        if m.temperature == 0:
+            return Greedy()
+        return TopP(m.temperature, m.top_p, rng=np.random.default_rng(seed))
+
+    return Samplers(
+        control=Sampler(choose=Greedy(), bias=bias),
+        text=Sampler(choose=choice(m.seed)),
+        speech=Sampler(choose=choice(m.seed + 1)),
+    )
+
+
+def open_frontend(
+    cfg: VenusConfig,
+    engines: Engines,
+    out: AudioOut,
+    clock: Clock,
+    on_record: RecordSink,
+    harness: HarnessChannel | None = None,
+) -> Frontend:
+    check_schedule(cfg, engines)
+    harness = harness or NoHarness()
+    s = cfg.schedule
+    settings = StepSettings(
+        max_text_tokens=s.max_text_tokens,
+        speech_tokens=s.speech_tokens_per_chunk,
+        max_context_tokens=s.max_context_tokens,
+        sink_tokens=s.sink_tokens,
+    )
+    deadlines = Deadlines(s.chunk_s, enabled=s.deadlines and not clock.offline)
+    step = ChunkStep(engines, harness, make_samplers(cfg, engines), deadlines, settings)
+    records: list[ChunkRecord] = []
+
+    def events(event: PlaybackEvent) -> None:
+        log.debug("playback: %s", event)
+
+    playback = PlaybackController(out, events)
+
+    def done(result: ChunkResult) -> None:
+        record = to_record(result)
+        records.append(record)
+        on_record(record)
+
+    speech_out = SpeechOut(engines, playback, done, seed=cfg.model.seed)
+    vad = Vad(cfg.audio.vad_aggressiveness)
+    loop = FrontendLoop(step, speech_out, playback, harness, clock, vad)
+    return Frontend(engines, step, step.new_stream(), playback, speech_out, loop, records)
+
+
+def to_record(r: ChunkResult) -> ChunkRecord:
+    latency = dict(r.latency_ms)
+    latency["total"] = sum(latency.values())
+    return ChunkRecord(
+        index=r.index,
+        start_s=r.start_s,
+        decision=r.decision,  # type: ignore[arg-type]
+        text=r.text,
+        text_tokens=r.text_tokens,
+        speech_tokens=int(r.speech.size),
+        reply_id=r.reply_id,
+        reply_ended=r.reply_ended,
+        delegations=tuple(_delegation(c) for c in r.calls),
+        results=tuple(ResultRecord(item_id=i, tokens=n) for i, n in r.results),
+        context_tokens=r.context,
+        evicted_tokens=r.evicted,
+        vision=r.vision,
+        speech_ratio=r.speech_ratio,
+        playback_stopped=r.playback_stopped,
+        latency_ms=latency,
+        deadline_missed=r.late,
+        degraded=tuple(r.degraded),
+    )
+
+
+def _delegation(c: ParsedCall) -> DelegationRecord:
+    return DelegationRecord(
+        raw=c.raw, valid=c.valid, name=c.name, arguments=c.arguments, error=c.error
+    )
+
+
+def engine_options(cfg: VenusConfig) -> EngineOptions:
+    """``[engines]`` as the runtime's options; an unwritable cache dir turns caching off."""
+    e = cfg.engines
+    cache: Path | None = e.cache_dir
+    try:
+        e.cache_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(e.cache_dir, os.W_OK):
+            raise PermissionError(f"{e.cache_dir} is not writable")
+    except OSError as err:
+        log.warning("engines.cache_dir: %s; running without caches (slower start)", err)
+        cache = None
+    return EngineOptions(
+        providers=e.providers,
+        device_id=e.device_id,
+        intra_op_threads=e.intra_op_threads,
+        graph_optimization=e.graph_optimization,
+        cache_dir=cache,
+    )

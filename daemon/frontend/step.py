@@ -1,0 +1,322 @@
+"""One chunk of the frontend: perceive, decide, say, delegate (token-to-wave runs after).
+
+Reads top to bottom in the order of ``docs/timeline.md``'s token layout: log-mel ->
+audio encoder -> (vision encoder) -> results from the harness -> backbone prefill ->
+control decision -> text tokens (with delegation spans) -> speech decoder. What comes out
+is a ``ChunkResult``: the speech tokens for token-to-wave, the playback action, and what
+the timeline records. Every stage is timed; ``Deadlines`` may skip the vision encoder or
+shorten the speech budget when the chunk runs late.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from venus.daemon.frontend.channel import Delegation, HarnessChannel, InjectedResult
+from venus.daemon.frontend.deadline import Deadlines
+from venus.daemon.frontend.delegation import ParsedCall, parse_call
+from venus.daemon.frontend.stream import Stream
+from venus.daemon.frontend.tokens import Vocab
+from venus.engines.mel import LogMel
+from venus.engines.runners import Engines
+from venus.engines.sampler import Sampler
+from venus.hw.frames import Frame
+
+log = logging.getLogger(__name__)
+
+DELEGATION_BUDGET = 256  # tokens one <|delegate|> span may take before it counts as cut off
+RESULT_TOKENS = 512  # a longer injected result is cut to this many tokens
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    max_text_tokens: int = 16  # text tokens per chunk while speaking
+    speech_tokens: int = 0  # speech tokens per chunk; 0: the model's rate x chunk
+    max_context_tokens: int = 8192
+    sink_tokens: int = 64
+
+
+@dataclass(frozen=True)
+class Samplers:
+    """Bias and choice per decision; the step adds the constraint (control / text / span)."""
+
+    control: Sampler
+    text: Sampler
+    speech: Sampler
+
+
+@dataclass(frozen=True)
+class ChunkInput:
+    index: int
+    start_s: float
+    samples: NDArray[np.float32]  # 16 kHz mono, one chunk
+    frame: Frame | None  # the latest camera frame at the boundary, if any
+    speech_ratio: float = 0.0  # VAD: fraction of the chunk the user spoke
+    boundary_s: float | None = None  # time.monotonic() when the chunk's audio was complete
+
+
+@dataclass
+class ChunkResult:
+    index: int
+    start_s: float
+    decision: str
+    speech_ratio: float
+    reply_id: int | None = None  # the reply this chunk's speech belongs to
+    cut_reply: int | None = None  # a reply the model abandoned: stop its playback now
+    speech: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    reply_ended: bool = False  # flush token-to-wave: the reply is complete
+    tags: tuple[str, ...] = ()
+    text: str = ""
+    text_tokens: int = 0
+    calls: list[ParsedCall] = field(default_factory=list)
+    results: list[tuple[str, int]] = field(default_factory=list)  # (item id, tokens)
+    vision: bool = False
+    evicted: int = 0
+    context: int = 0
+    degraded: list[str] = field(default_factory=list)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    late: bool = False  # done after boundary + period
+    playback_stopped: bool = False  # the loop cut queued output in this chunk
+
+
+class ChunkStep:
+    def __init__(
+        self,
+        engines: Engines,
+        harness: HarnessChannel,
+        samplers: Samplers,
+        deadlines: Deadlines,
+        settings: StepSettings,
+    ) -> None:
+        self.engines, self.harness, self.deadlines = engines, harness, deadlines
+        self.settings = settings
+        self.vocab = Vocab.of(engines.manifest.special_tokens)
+        self.schedule = engines.manifest.schedule
+        self.mel = LogMel.from_schedule(self.schedule)
+        self.samplers = samplers
+        self.speech_tokens = settings.speech_tokens or self.schedule.speech_tokens
+
+    def new_stream(self) -> Stream:
+        e = self.engines
+        return Stream(
+            mel=self.mel.new_state(),
+            audio=e.audio.new_state(),
+            backbone=e.backbone.new_state(max_tokens=self.settings.max_context_tokens),
+            speech=e.speech.new_state(),
+        )
+
+    def __call__(self, stream: Stream, chunk: ChunkInput) -> ChunkResult:
+        t0 = chunk.boundary_s if chunk.boundary_s is not None else time.monotonic()
+        out = ChunkResult(chunk.index, chunk.start_s, "listen", chunk.speech_ratio)
+        clock = _Clock(out.latency_ms, self.deadlines, t0)
+        e, v = self.engines, self.vocab
+
+        audio, vision = self._perceive(stream, chunk, out, clock)
+        results = self.harness.results(stream.session_id, chunk.index)
+        with clock("prefill"):
+            parts = self._layout(stream, audio, vision, results, out)
+            out.evicted = self._make_room(stream, sum(p.shape[1] for p in parts))
+            logits = e.backbone.prefill(np.concatenate(parts, axis=1), stream.backbone).logits
+        with clock("decide"):
+            control = self.samplers.control
+            token = control.choose(v.control(control.scores(logits[0, -1])))
+        out.decision = v.decision_of(token)
+
+        if out.decision == "speak":
+            if stream.reply_id is None:
+                stream.start_reply(tuple(t for r in results for t in r.tags))
+            self._speak(stream, chunk.index, out, clock)
+        else:
+            stream.pending = [token, v["<|chunk_end|>"]]
+            if stream.reply_id is not None:
+                out.reply_id, out.tags = stream.reply_id, stream.reply_tags
+                if out.decision == "listen":  # the model yields mid-reply: cut it
+                    out.cut_reply = stream.reply_id
+                out.reply_ended = True
+                stream.end_reply(e.tokenizer.decode(stream.reply_text))
+        out.context = stream.backbone.length
+        out.late = clock.elapsed() > self.schedule.chunk_s
+        stream.chunks += 1
+        return out
+
+    def _perceive(
+        self, stream: Stream, chunk: ChunkInput, out: ChunkResult, clock: _Clock
+    ) -> tuple[NDArray[Any], NDArray[Any] | None]:
+        """Log-mel and audio encoder; the vision encoder unless there is no frame or no
+        time for it. -> (audio tokens, vision tokens or None)."""
+        e = self.engines
+        with clock("mel"):
+            mel = self.mel(chunk.samples, stream.mel)
+        with clock("audio_encoder"):
+            audio = e.audio.step(mel, stream.audio)
+        if e.vision is None or chunk.frame is None:
+            return audio, None
+        if self.deadlines.skip_vision(clock.elapsed()):
+            out.degraded.append("vision_skipped")
+            return audio, None
+        with clock("vision_encoder"):
+            vision = e.vision.encode(self._pixels(chunk.frame))
+        out.vision = True
+        return audio, vision
+
+    def _speak(self, stream: Stream, index: int, out: ChunkResult, clock: _Clock) -> None:
+        """This chunk's text (and delegations), then its speech tokens."""
+        e = self.engines
+        out.reply_id, out.tags = stream.reply_id, stream.reply_tags
+        with clock("text"):
+            hidden = self._say(stream, index, out)
+        if hidden:
+            budget = self.deadlines.speech_budget(clock.elapsed(), self.speech_tokens)
+            if budget < self.speech_tokens:
+                out.degraded.append("speech_shortened")
+            with clock("speech_decoder"):
+                condition = np.concatenate(hidden, axis=1)
+                said = e.speech.speak(condition, stream.speech, self.samplers.speech, budget)
+            seconds = out.latency_ms["speech_decoder"] / 1e3
+            self.deadlines.observe_speech(seconds, max(1, said.tokens.size))
+            out.speech = said.tokens
+        if out.reply_ended:
+            stream.end_reply(e.tokenizer.decode(stream.reply_text))
+
+    def _layout(
+        self,
+        stream: Stream,
+        audio: NDArray[Any],
+        vision: NDArray[Any] | None,
+        results: list[InjectedResult],
+        out: ChunkResult,
+    ) -> list[NDArray[Any]]:
+        """The chunk's input embeddings in layout order (see ``tokens``)."""
+        v, embed = self.vocab, self.engines.backbone.embed
+        ids = [*stream.pending, v["<|chunk_start|>"]]
+        parts: list[NDArray[Any]] = []
+        if vision is not None:
+            parts += [_ids(embed, [*ids, v["<|image_start|>"]]), vision]
+            ids = [v["<|image_end|>"]]
+        parts += [_ids(embed, [*ids, v["<|audio_start|>"]]), audio]
+        ids = [v["<|audio_end|>"]]
+        for r in results:
+            text = self.engines.tokenizer.encode(r.text)[:RESULT_TOKENS]
+            ids += [v["<|result|>"], *text, v["<|/result|>"]]
+            out.results.append((r.item_id, len(text)))
+        parts.append(_ids(embed, ids))
+        stream.pending = []
+        dtype = parts[0].dtype
+        return [p.astype(dtype, copy=False) for p in parts]
+
+    def _make_room(self, stream: Stream, incoming: int) -> int:
+        """Evict old chunks (keeping the attention sinks) when the context would overflow."""
+        s = self.settings
+        reserve = incoming + s.max_text_tokens + DELEGATION_BUDGET + 4
+        if stream.backbone.length + reserve <= s.max_context_tokens:
+            return 0
+        keep_last = max(0, s.max_context_tokens // 2 - s.sink_tokens)
+        dropped = stream.backbone.evict(s.sink_tokens, keep_last)
+        log.info("context full: evicted %d tokens (kept %d sinks)", dropped, s.sink_tokens)
+        return dropped
+
+    def _say(self, stream: Stream, index: int, out: ChunkResult) -> list[NDArray[Any]]:
+        """Text after ``<|speak|>`` until the chunk closes; hidden states of spoken tokens."""
+        e, v = self.engines, self.vocab
+        res = e.backbone.step(np.array([[v["<|speak|>"]]]), stream.backbone)
+        hidden: list[NDArray[Any]] = []
+        spoken: list[int] = []
+        span: list[int] | None = None  # an open <|delegate|> span
+        steps = self.settings.max_text_tokens + 2 * DELEGATION_BUDGET  # a hard stop
+        while steps and (span is not None or len(spoken) < self.settings.max_text_tokens):
+            steps -= 1
+            sampler = self.samplers.text
+            allowed = v.delegating if span is not None else v.speaking
+            token = sampler.choose(allowed(sampler.scores(res.logits[0, -1])))
+            if span is not None and token != v["<|/delegate|>"]:
+                span.append(token)
+                if len(span) >= DELEGATION_BUDGET:
+                    break  # closed below as cut off
+            elif span is not None:
+                self._delegation(stream, index, span, False, out)
+                span = None
+            elif token == v["<|chunk_end|>"]:
+                break
+            elif token == v["<|turn_eos|>"]:
+                out.reply_ended = True
+                stream.pending = [token]
+                break
+            elif token == v["<|delegate|>"]:
+                span = []
+            res = e.backbone.step(np.array([[token]]), stream.backbone)
+            if span is None and token < v.text_vocab:
+                spoken.append(token)
+                hidden.append(res.hidden)
+        if span is not None:  # the budget ran out inside a span
+            self._delegation(stream, index, span, True, out)
+            stream.pending = [v["<|/delegate|>"]]
+        stream.pending = [*stream.pending, v["<|chunk_end|>"]]
+        stream.reply_text += spoken
+        out.text = e.tokenizer.decode(spoken)
+        out.text_tokens = len(spoken)
+        return hidden
+
+    def _delegation(
+        self, stream: Stream, index: int, span: list[int], truncated: bool, out: ChunkResult
+    ) -> None:
+        call = parse_call(self.engines.tokenizer.decode(span), truncated)
+        out.calls.append(call)
+        if not call.valid:
+            log.warning("chunk %d: malformed delegation dropped: %s", index, call.error)
+            return
+        assert call.name is not None and call.arguments is not None
+        self.harness.delegate(
+            Delegation(
+                session_id=stream.session_id,
+                chunk_index=index,
+                name=call.name,
+                arguments=call.arguments,
+                raw=call.raw,
+                dialogue=tuple(stream.dialogue),
+            )
+        )
+
+    def _pixels(self, frame: Frame) -> NDArray[np.float32]:
+        size = self.schedule.image_size
+        image: NDArray[Any] = frame.image
+        if image.shape[0] != size:
+            image = cv2.resize(image, (size, size), interpolation=cv2.INTER_AREA)
+        pixels: NDArray[np.float32] = (image.astype(np.float32) / 255.0).transpose(2, 0, 1)
+        return pixels[None]
+
+
+def _ids(embed: Callable[[NDArray[Any]], NDArray[Any]], ids: list[int]) -> NDArray[Any]:
+    return embed(np.array([ids], dtype=np.int64))
+
+
+class _Clock:
+    """``with clock("stage"):`` times a stage into the record and the deadline policy."""
+
+    def __init__(self, into: dict[str, float], deadlines: Deadlines, t0: float) -> None:
+        self.into, self.deadlines, self.t0 = into, deadlines, t0
+        self.stage = ""
+        self.t = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the chunk's boundary."""
+        return time.monotonic() - self.t0
+
+    def __call__(self, stage: str) -> _Clock:
+        self.stage = stage
+        return self
+
+    def __enter__(self) -> None:
+        self.t = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        seconds = time.perf_counter() - self.t
+        self.into[self.stage] = self.into.get(self.stage, 0.0) + seconds * 1e3
+        self.deadlines.observe(self.stage, seconds)

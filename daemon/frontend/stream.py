@@ -1,0 +1,66 @@
+"""One session's streaming state, in one object, reset in one call.
+
+Everything the chunk step carries from one chunk to the next lives here: the mel front
+end's carry, the audio encoder's window, the backbone's KV cache, the reply being spoken
+(its speech-decoder cache and id), an open delegation span, and the tokens that lead the
+next prefill. Token-to-wave state (flow, vocoder) belongs to the speech-out thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+
+from venus.engines.backbone import BackboneState
+from venus.engines.encoders import AudioState
+from venus.engines.mel import MelState
+from venus.engines.speech import SpeechState
+
+DIALOGUE_TURNS = 8  # recent utterances kept as delegation evidence
+
+
+@dataclass
+class Stream:
+    mel: MelState
+    audio: AudioState
+    backbone: BackboneState
+    speech: SpeechState  # the current reply's speech-decoder cache
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    pending: list[int] = field(default_factory=list)  # token ids that lead the next prefill
+    reply_id: int | None = None  # the reply being spoken; None while listening
+    replies: int = 0  # replies started in this session
+    reply_text: list[int] = field(default_factory=list)  # text ids of the current reply
+    reply_tags: tuple[str, ...] = ()  # from the results the reply answers
+    dialogue: deque[str] = field(default_factory=lambda: deque(maxlen=DIALOGUE_TURNS))
+    chunks: int = 0  # chunks stepped
+
+    def start_reply(self, tags: tuple[str, ...]) -> int:
+        self.speech.reset()
+        self.reply_id = self.replies
+        self.replies += 1
+        self.reply_text = []
+        self.reply_tags = tags
+        return self.reply_id
+
+    def end_reply(self, text: str) -> None:
+        if text:
+            self.dialogue.append(text)
+        self.reply_id = None
+        self.reply_text = []
+        self.reply_tags = ()
+
+    def reset(self) -> None:
+        """A new session on the same engines: forget everything."""
+        self.mel.reset()
+        self.audio.reset()
+        self.backbone.reset()
+        self.speech.reset()
+        self.session_id = uuid.uuid4().hex
+        self.pending = []
+        self.reply_id = None
+        self.replies = 0
+        self.reply_text = []
+        self.reply_tags = ()
+        self.dialogue.clear()
+        self.chunks = 0

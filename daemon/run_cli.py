@@ -1,0 +1,203 @@
+"""``venus run`` and ``venus demo``: the frontend loop from the command line.
+
+Handlers import the runtime only when they run, so ``venus --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from venus.daemon.cli import config_path, load_for_command
+from venus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from venus.daemon.config.schema import VenusConfig
+    from venus.daemon.frontend.timeline import ChunkRecord
+
+log = logging.getLogger(__name__)
+
+RUN_HELP = """\
+Run the assistant. By default in real time on the configured microphone, camera and
+speaker, until SIGINT or SIGTERM. With --offline, over a WAV file instead, as fast as the
+machine goes and deterministic for a seed, writing timeline.jsonl, output.wav (the
+assistant's audio, sample-aligned with the input and of its length), conversation.wav
+(input left, assistant right) and summary.json to --out DIR."""
+
+DEMO_HELP = """\
+Run the whole loop on the bundled 45 s scenario (a greeting, a question, a backchannel,
+an interruption and a request, with a short synthetic video) on the tiny engines shipped
+with venus: CPU only, no microphone, no configuration file. Prints a line per chunk and
+a summary, and writes the offline outputs of `venus run --offline` to --out DIR."""
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run the assistant (real time, or --offline over a WAV file)",
+        description=RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--engines", type=Path, metavar="DIR", help="override [model] engines")
+    run.add_argument("--offline", type=Path, metavar="INPUT.wav", help="run over this file instead")
+    run.add_argument("--video", type=Path, metavar="FILE", help="offline: the camera's video")
+    run.add_argument("--out", type=Path, metavar="DIR", help="offline: where outputs go")
+    run.add_argument(
+        "--timeline", type=Path, metavar="FILE", help="real time: also write the timeline here"
+    )
+    run.add_argument("--seed", type=int, help="override [model] seed")
+    run.add_argument("--quiet", action="store_true", help="no line per chunk")
+    run.set_defaults(run=_run)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the bundled scenario on the shipped tiny engines (CPU, no devices)",
+        description=DEMO_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument(
+        "--out", type=Path, default=Path("venus-demo"), metavar="DIR", help="(default: venus-demo)"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    demo.add_argument("--quiet", action="store_true", help="no line per chunk")
+    demo.set_defaults(run=_demo)
+
+
+def _config(args: argparse.Namespace) -> VenusConfig:
+    """The configuration file, or the defaults when none exists and none was named."""
+    from venus.daemon.config.schema import VenusConfig
+
+    path = config_path(args)
+    if not path.exists() and not args.config:
+        log.info("no configuration file at %s: using the defaults", path)
+        cfg = VenusConfig()
+    else:
+        cfg = load_for_command(args)
+    model = cfg.model
+    if args.engines:
+        model = dataclasses.replace(model, engines=args.engines)
+    if args.seed is not None:
+        model = dataclasses.replace(model, seed=args.seed)
+    return dataclasses.replace(cfg, model=model)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from venus.daemon.frontend.session import engine_options
+    from venus.engines.runners import Engines
+
+    cfg = _config(args)
+    if args.offline is None and (args.out or args.video):
+        raise ConfigError("--out and --video go with --offline INPUT.wav")
+    if args.offline is not None and args.out is None:
+        raise ConfigError("--offline needs --out DIR for its outputs")
+    engines = Engines.open(cfg.model.engines, engine_options(cfg))
+    cfg = _with_engine_schedule(cfg, engines.manifest.schedule.chunk_s)
+    progress = _progress(engines.manifest.schedule.chunk_s, None, args.quiet)
+    if args.offline is not None:
+        from venus.daemon.frontend.offline import run_offline
+        from venus.daemon.frontend.summary import render
+
+        done = run_offline(cfg, engines, args.offline, args.out, args.video, progress)
+        sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
+        return 0
+    from venus.daemon.frontend.realtime import run_realtime
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stats = run_realtime(cfg, engines, stop, args.timeline, progress)
+    log.info("stopped after %d chunks (%d playback cuts)", stats.chunks, stats.cuts)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from importlib.resources import as_file, files
+
+    from venus.daemon.config.schema import VenusConfig
+    from venus.daemon.frontend.offline import run_offline
+    from venus.daemon.frontend.session import engine_options
+    from venus.daemon.frontend.summary import render
+    from venus.engines.runners import Engines
+
+    data = files("venus.demo")
+    with (
+        as_file(data / "engines" / "tiny") as engines_dir,
+        as_file(data / "scenario" / "scenario.wav") as wav,
+        as_file(data / "scenario" / "scenario.avi") as video,
+    ):
+        if not (Path(engines_dir) / "manifest.json").is_file():
+            raise ConfigError(
+                f"the demo engines are missing from {engines_dir}; run scripts/make-tiny-engines"
+            )
+        cfg = VenusConfig()
+        cfg = dataclasses.replace(
+            cfg,
+            model=dataclasses.replace(cfg.model, engines=Path(engines_dir), seed=args.seed),
+            engines=dataclasses.replace(cfg.engines, cache_dir=Path.home() / ".cache" / "venus"),
+        )
+        engines = Engines.open(Path(engines_dir), engine_options(cfg))
+        cfg = _with_engine_schedule(cfg, engines.manifest.schedule.chunk_s)
+        sys.stdout.write(
+            "venus demo: the tiny engines have UNTRAINED (seeded random) weights: the loop, "
+            "timing and outputs are real, the assistant's words and voice are noise.\n"
+        )
+        chunks = round(_wav_seconds(Path(wav)) / engines.manifest.schedule.chunk_s + 0.4999)
+        progress = _progress(engines.manifest.schedule.chunk_s, chunks, args.quiet)
+        done = run_offline(
+            cfg, engines, Path(wav), args.out, Path(video), progress, extra_summary=_demo_meta()
+        )
+    sys.stdout.write("\n" + render(done.summary))
+    sys.stdout.write(
+        f"\noutputs in {done.out_dir}/: timeline.jsonl, output.wav, conversation.wav, "
+        "summary.json\n"
+    )
+    return 0
+
+
+def _demo_meta() -> dict[str, object]:
+    return {"engines": "tiny (shipped with venus)", "trained": False}
+
+
+def _with_engine_schedule(cfg: VenusConfig, chunk_s: float) -> VenusConfig:
+    """A chunk period left at its default follows the engines'; any other must match them
+    (``check_schedule`` says so otherwise)."""
+    from venus.daemon.config.schema import ScheduleConfig
+
+    if cfg.schedule.chunk_s == chunk_s or cfg.schedule.chunk_s != ScheduleConfig().chunk_s:
+        return cfg
+    log.info("schedule.chunk_s follows the engines: %s s", chunk_s)
+    return dataclasses.replace(cfg, schedule=dataclasses.replace(cfg.schedule, chunk_s=chunk_s))
+
+
+def _wav_seconds(path: Path) -> float:
+    import wave
+
+    with wave.open(str(path), "rb") as w:
+        return w.getnframes() / w.getframerate()
+
+
+def _progress(chunk_s: float, total: int | None, quiet: bool) -> Any:
+    """A line per chunk: index, time, decision, text, speech tokens, latency."""
+
+    def show(r: ChunkRecord) -> None:
+        if quiet:
+            return
+        of = f"/{total}" if total else ""
+        text = (r.text[:28] + "...") if len(r.text) > 31 else r.text
+        flags = " ".join(
+            [*(["delegate"] if r.delegations else []), *(["cut"] if r.playback_stopped else [])]
+        )
+        sys.stdout.write(
+            f"chunk {r.index + 1:>4}{of}  {r.start_s:7.2f} s  {r.decision:<8} "
+            f"speech {r.speech_tokens:>3}  {r.latency_ms.get('total', 0.0):7.1f} ms  "
+            f"{text!r} {flags}\n"
+        )
+        sys.stdout.flush()
+
+    return show
