@@ -39,7 +39,7 @@ class Summary:
     results_injected: int
     deadlines_missed: int
     degraded: dict[str, int]  # every kind of degradation, in order, 0 when never
-    playback_stops: int  # chunks in which playback was stopped (barge-in)
+    playback_stops: int  # chunks in which queued playback was cut (the model yielded)
     latency: dict[str, StageLatency]  # stages that ran (in STAGES order), then "total"
     wall_s: float  # wall time the run took
     input_s: float  # length of the input it processed
@@ -100,7 +100,7 @@ def render(summary: Summary) -> str:
         f"delegations  {s.delegations_valid} valid, {s.delegations_malformed} malformed; "
         f"{s.results_injected} results injected",
         f"deadlines    {s.deadlines_missed} missed; degraded: {degraded}; "
-        f"playback stopped {s.playback_stops}x",
+        f"playback cut in {s.playback_stops} chunks",
     ]
     if s.latency:
         lines.append(f"{'stage':<16}{'runs':>6}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
