@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TinyExport
+from support.frontend import config, read_wav, write_video, write_wav
 from support.scripted import CALL, WORDS, Scripted, build, swap_tokenizer
 
 from venus.daemon.config.schema import VenusConfig
@@ -47,34 +48,6 @@ class Harness:
 
     def playback(self, event: PlaybackEvent) -> None:
         self.events.append(event)
-
-
-def config(engines: Path, **schedule: object) -> VenusConfig:
-    cfg = VenusConfig()
-    return dataclasses.replace(
-        cfg,
-        model=dataclasses.replace(cfg.model, engines=engines),
-        schedule=dataclasses.replace(cfg.schedule, **schedule),
-    )
-
-
-def write_wav(path: Path, seconds: float, rate: int = 16000, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    t = np.arange(round(seconds * rate)) / rate
-    x = 0.3 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 0.5 * t) > 0)
-    x += 0.01 * rng.standard_normal(t.size)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes((np.clip(x, -1, 1) * 32767).astype("<i2").tobytes())
-    return path
-
-
-def read_wav(path: Path) -> tuple[np.ndarray, int, int]:
-    with wave.open(str(path), "rb") as w:
-        raw = np.frombuffer(w.readframes(w.getnframes()), "<i2")
-        return raw.reshape(-1, w.getnchannels()) / 32768.0, w.getframerate(), w.getnchannels()
 
 
 @pytest.fixture(scope="module")
@@ -223,13 +196,3 @@ def test_real_time_on_the_sound_server(pulseaudio: object, tiny_export: TinyExpo
     indices = [r.index for r in seen]
     assert indices == sorted(set(indices))
     assert all(r.start_s == pytest.approx(r.index * 1.0) for r in seen)
-
-
-def write_video(path: Path, seconds: float, fps: float = 4.0) -> None:
-    import cv2
-
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (96, 64))
-    for i in range(round(seconds * fps)):
-        frame = np.full((64, 96, 3), (i * 9) % 255, np.uint8)
-        writer.write(frame)
-    writer.release()

@@ -1,0 +1,142 @@
+"""`venus demo` and `venus run --offline` as a user runs them, and the shipped engines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TinyExport
+from support.frontend import config, write_wav
+
+from venus.daemon.frontend.channel import NoHarness
+from venus.daemon.frontend.deadline import MIN_SPEECH_FRACTION, Deadlines
+from venus.daemon.frontend.session import check_schedule
+from venus.daemon.frontend.step import ChunkInput, ChunkStep, Samplers, StepSettings
+from venus.engines.options import EngineOptions
+from venus.engines.runners import Engines
+from venus.engines.sampler import LogitBias, Sampler
+from venus.errors import ConfigError
+from venus.hw.frames import Frame
+from venus.hw.synthetic_camera import draw_frame
+
+REPO = Path(__file__).resolve().parents[3]
+VENUS = Path(sys.executable).with_name("venus")
+
+
+def venus(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(VENUS), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_venus_demo_writes_every_output_and_says_the_weights_are_untrained(
+    tmp_path: Path,
+) -> None:
+    done = venus("demo", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "UNTRAINED" in done.stdout
+    assert "chunk   45/45" in done.stdout and "real time" in done.stdout
+    out = tmp_path / "out"
+    with wave.open(str(REPO / "demo" / "scenario" / "scenario.wav")) as w:
+        frames, rate = w.getnframes(), w.getframerate()
+    with wave.open(str(out / "output.wav")) as w:
+        assert (w.getnframes(), w.getframerate(), w.getnchannels()) == (frames, rate, 1)
+    with wave.open(str(out / "conversation.wav")) as w:
+        assert (w.getnframes(), w.getnchannels()) == (frames, 2)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chunks"] == 45 and summary["trained"] is False
+    lines = (out / "timeline.jsonl").read_text().splitlines()
+    assert len(lines) == 45 and all(json.loads(line)["vision"] for line in lines)
+
+
+def test_the_shipped_engines_come_from_the_seeded_tiny_checkpoint(
+    tiny_export: TinyExport,
+) -> None:
+    from venus.export.onnx.manifest import checkpoint_sha256
+
+    shipped = json.loads((REPO / "demo" / "engines" / "tiny" / "manifest.json").read_text())
+    assert shipped["source"]["sha256"] == checkpoint_sha256(tiny_export.checkpoint), (
+        "demo/engines/tiny is stale: run scripts/make-tiny-engines"
+    )
+    Engines.open(REPO / "demo" / "engines" / "tiny", EngineOptions())  # every hash checks
+
+
+def test_venus_run_offline_from_the_command_line(tiny_export: TinyExport, tmp_path: Path) -> None:
+    wav = write_wav(tmp_path / "in.wav", 3)
+    args = ("run", "--engines", str(tiny_export.engines), "--offline", str(wav))
+    done = venus(*args, "--out", "o", "--seed", "3", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "chunks        3" in done.stdout or "chunks       3" in done.stdout
+    assert {p.name for p in (tmp_path / "o").iterdir()} == {
+        "timeline.jsonl",
+        "output.wav",
+        "conversation.wav",
+        "summary.json",
+    }
+    missing = venus(*args, cwd=tmp_path)
+    assert missing.returncode == 1 and "--offline needs --out DIR" in missing.stderr
+    bad = venus(
+        "run",
+        "--engines",
+        str(tmp_path / "nowhere"),
+        "--offline",
+        str(wav),
+        "--out",
+        "x",
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 1 and "nowhere" in bad.stderr
+
+
+def test_a_chunk_period_the_engines_were_not_exported_for_is_refused(
+    tiny_export: TinyExport,
+) -> None:
+    engines = Engines.open(tiny_export.engines, EngineOptions())
+    with pytest.raises(ConfigError, match=r"schedule.chunk_s is 0.5 s .* exported for 1.0 s"):
+        check_schedule(config(tiny_export.engines, chunk_s=0.5), engines)
+
+
+def test_a_late_chunk_skips_vision_then_shortens_speech(tiny_export: TinyExport) -> None:
+    engines = Engines.open(tiny_export.engines, EngineOptions())
+    never = -1e3
+    samplers = Samplers(  # speak, and say a full chunk of text: then speech must follow
+        control=Sampler(
+            bias=LogitBias({engines.token_id(t): never for t in ("<|listen|>", "<|turn_eos|>")})
+        ),
+        text=Sampler(
+            bias=LogitBias(
+                {
+                    engines.token_id(t): never
+                    for t in ("<|chunk_end|>", "<|turn_eos|>", "<|delegate|>")
+                }
+            )
+        ),
+        speech=Sampler(),
+    )
+    size = engines.manifest.schedule.image_size
+    frame = Frame(
+        image=draw_frame(1, size=size),
+        seq=1,
+        captured_at_s=0.0,
+        source_width=size,
+        source_height=size,
+    )
+    chunk = ChunkInput(0, 0.0, np.zeros(16000, np.float32), frame)
+
+    late = Deadlines(1.0)
+    late.observe("vision_encoder", 5.0)  # as if the last chunks took seconds
+    late.observe_speech(4.0, 1)
+    step = ChunkStep(engines, NoHarness(), samplers, late, StepSettings())
+    result = step(step.new_stream(), chunk)
+    assert result.decision == "speak" and result.text_tokens == StepSettings().max_text_tokens
+    assert result.degraded == ["vision_skipped", "speech_shortened"] and not result.vision
+    assert 0 < result.speech.size <= round(MIN_SPEECH_FRACTION * 25)
+
+    calm = ChunkStep(engines, NoHarness(), samplers, Deadlines(1.0), StepSettings())
+    result = calm(calm.new_stream(), chunk)
+    assert result.vision and result.degraded == [] and result.speech.size == 25
