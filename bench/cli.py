@@ -14,8 +14,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "ratios against a baseline measured in the same run, never absolute claims.",
     )
     kinds = bench.add_subparsers(dest="kind", metavar="BENCHMARK", required=True)
+    from venus.bench.chunk import register as register_chunk
     from venus.bench.engines import register as register_engines
     from venus.bench.estimate import register as register_estimate
 
     register_estimate(kinds)
     register_engines(kinds)
+    register_chunk(kinds)

@@ -83,7 +83,9 @@ def log_mel(
     padding (frames = (len - N_FFT) // hop + 1), before Whisper's clamp and scale."""
     frames = np.lib.stride_tricks.sliding_window_view(audio.astype(np.float64), N_FFT)[::hop]
     power = np.abs(np.fft.rfft(frames * hann(N_FFT), axis=-1)) ** 2
-    mel: NDArray[np.float64] = filters.astype(np.float64) @ power.T
+    # einsum, not `@`: a BLAS call here wakes OpenBLAS's thread pool, which competes with
+    # ONNX Runtime's threads on a small CPU (40 ms instead of 0.7 ms per chunk on 2 cores).
+    mel: NDArray[np.float64] = np.einsum("mf,tf->mt", filters.astype(np.float64), power)
     return np.log10(np.maximum(mel, LOG_FLOOR)).astype(np.float32)
 
 
