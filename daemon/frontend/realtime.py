@@ -3,13 +3,16 @@
 The microphone paces the loop (one chunk per period of its sample clock); the camera
 keeps only its newest frame, read at each boundary; the speaker plays the queue and
 reports what was heard. Runs until ``stop`` is set (SIGINT / SIGTERM in the CLI).
-Device loss is handled by ``venus.hw``: a lost microphone delivers silence-filled
+The microphone's chunks go through ``EchoPath`` (``audio.echo_cancellation``) with what
+the speaker played as the reference, then the mute switch. Device loss is handled by
+``venus.hw``: a lost microphone delivers silence-filled
 chunks, a lost camera gives no frame (the chunk runs audio only), a lost speaker drops
 audio and reports nothing played.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -22,11 +25,13 @@ from numpy.typing import NDArray
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.clock import RealTimeClock
+from venus.daemon.frontend.echo import EchoPath
 from venus.daemon.frontend.loop import LoopStats
 from venus.daemon.frontend.playback import AudioOut
 from venus.daemon.frontend.session import open_frontend
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
 from venus.engines.runners import Engines
+from venus.hw.aec import make_echo_canceller
 from venus.hw.audio import AudioChunk, Microphone
 from venus.hw.camera import Camera
 from venus.hw.frames import VISION_SIZE, Frame
@@ -51,21 +56,17 @@ class Gain:
         return self.out.position()
 
 
-class Muted:
-    """A microphone whose chunks are silent while ``muted`` is set."""
+class LiveAudio:
+    """Microphone chunks with the assistant's echo removed, silent while ``muted`` is set."""
 
-    def __init__(self, mic: Microphone, muted: threading.Event) -> None:
-        self.mic, self.muted = mic, muted
+    def __init__(self, mic: Microphone, echo: EchoPath, muted: threading.Event) -> None:
+        self.mic, self.echo, self.muted = mic, echo, muted
 
     def read(self, timeout_s: float | None = None) -> AudioChunk:
-        chunk = self.mic.read(timeout_s)
-        if not self.muted.is_set():
-            return chunk
-        silent = np.zeros_like(chunk.samples)
-        return AudioChunk(
-            silent, chunk.index, chunk.start_s, chunk.overruns, chunk.filled_s,
-            chunk.captured_at_s,
-        )  # fmt: skip
+        chunk = self.echo.process(self.mic.read(timeout_s))
+        if self.muted.is_set():
+            return dataclasses.replace(chunk, samples=np.zeros_like(chunk.samples))
+        return chunk
 
 
 def run_realtime(
@@ -118,16 +119,20 @@ def run_realtime(
             on_record(record)
 
         out = Gain(speaker, p.volume) if p.volume != 1.0 else speaker
-        frontend = open_frontend(cfg, engines, out, RealTimeClock(s.chunk_s), sink, harness)
+        echo = EchoPath(
+            out, make_echo_canceller(a.echo_cancellation), s.sample_rate_out, p.buffer_ms
+        )
+        frontend = open_frontend(cfg, engines, echo, RealTimeClock(s.chunk_s), sink, harness)
         stack.callback(frontend.close)
         stack.enter_context(speaker)
         stack.enter_context(camera)
         stack.enter_context(mic)
         log.info(
-            "listening: %s chunks, microphone %r, speaker %r, camera %s",
+            "listening: %s s chunks, microphone %r, speaker %r, camera %s, echo %s",
             s.chunk_s,
             a.device,
             p.device,
             v.source if camera.state != "disabled" else "off",
+            echo.canceller.strategy,
         )
-        return frontend.loop.run(frontend.stream, Muted(mic, muted), frames, stop)
+        return frontend.loop.run(frontend.stream, LiveAudio(mic, echo, muted), frames, stop)
