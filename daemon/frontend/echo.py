@@ -3,8 +3,8 @@
 ``EchoPath`` sits in front of the speaker (it is an ``AudioOut``) and remembers what it
 was given to play, at 16 kHz, with the ``time.monotonic()`` at which each sample will be
 heard (from the speaker's played position: what is queued plays after what was queued
-before). For a microphone chunk, whose first sample was captured at
-``chunk.captured_at_s``, it renders the reference heard over the same span and runs the
+before). For a microphone chunk (timed by the microphone's sample clock) it renders the
+reference heard over the same span and runs the
 configured canceller (``audio.echo_cancellation``, see ``venus.hw.aec``) over it in 10 ms
 frames. The ``suppress`` strategy cannot remove the echo, so frames where the assistant
 (or its echo tail) is heard are muted: the model does not hear itself, and cannot hear
@@ -31,6 +31,7 @@ from venus.hw.speaker import Position
 log = logging.getLogger(__name__)
 
 KEEP_S = 10.0  # reference kept behind the newest microphone chunk
+REANCHOR_S = 0.05  # a microphone clock this far off its anchor was restarted
 
 
 class EchoPath:
@@ -46,11 +47,19 @@ class EchoPath:
         self._segments: deque[tuple[float, NDArray[np.float32]]] = deque()  # (heard at, pcm)
         self._lock = threading.Lock()
         self._frame = frame_samples(SAMPLE_RATE)
+        # Both sides are timed by their sample clocks, anchored to time.monotonic() once:
+        # per-chunk timestamps jitter by milliseconds, which an adaptive filter cannot follow.
+        self._play_anchor: float | None = None  # when source sample 0 was heard
+        self._mic_anchor: float | None = None  # captured_at_s - start_s of the microphone
 
     # --- AudioOut: what the playback controller calls -----------------------------------
     def play(self, pcm: NDArray[np.float32]) -> int:
         pos = self.out.position()
-        heard_at = pos.at_s + pos.queued_samples / self.source_rate
+        rate = self.source_rate
+        if self._play_anchor is None or pos.queued_samples == 0:
+            # playback (re)starts: source sample 0 would have been heard at this time
+            self._play_anchor = pos.at_s - pos.played_samples / rate
+        heard_at = self._play_anchor + (pos.played_samples + pos.queued_samples) / rate
         ref = soxr.resample(pcm, self.source_rate, SAMPLE_RATE).astype(np.float32)
         with self._lock:
             self._segments.append((heard_at, ref))
@@ -91,8 +100,11 @@ class EchoPath:
         """The chunk with the assistant's echo removed (or muted, for ``suppress``)."""
         if chunk.captured_at_s is None or self.canceller.strategy in ("off", "headset"):
             return chunk
+        offset = chunk.captured_at_s - chunk.start_s
+        if self._mic_anchor is None or abs(offset - self._mic_anchor) > REANCHOR_S:
+            self._mic_anchor = offset  # the first chunk, or the device was reopened
         mic = np.asarray(chunk.samples, np.float32)
-        ref = self.reference(chunk.captured_at_s, mic.size)
+        ref = self.reference(self._mic_anchor + chunk.start_s, mic.size)
         out = np.empty_like(mic)
         f = self._frame
         whole = mic.size - mic.size % f
