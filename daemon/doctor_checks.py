@@ -193,7 +193,7 @@ def check_engines(model: ModelConfig, hashes: bool = False) -> Check:
             {"path": str(root)},
             fix=f"re-run `venus export CHECKPOINT --out {root}`",
         )
-    files = [f for c in manifest.components.values() for f in c.files]
+    files = [entry for _, entry in manifest.files()]  # the graphs and the tokenizer
     size_gb = sum(f.bytes for f in files) / 1e9
     details = {
         "path": str(root),

@@ -4,7 +4,9 @@ One code path, two clocks (``clock``): in real time the microphone paces the loo
 its sample clock dates every chunk (an overrun skips chunk indices instead of drifting);
 offline a file source returns chunks at once, the playback device is a track clocked by
 the schedule, and the loop waits for token-to-wave at each boundary, so a run is
-deterministic for a seed. Per chunk::
+deterministic for a seed. A chunk that fails (an engine error, a broken harness) is
+logged and dropped, and the session restarts from a fresh stream; three failures in a
+row stop the loop with the error. Per chunk::
 
     audio chunk + latest frame -> ChunkStep -> (yield? cut playback) -> SpeechOut thread
                                                                           -> playback queue
@@ -27,6 +29,7 @@ from venus.daemon.frontend.playback import PlaybackController
 from venus.daemon.frontend.speech_out import SpeechOut
 from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep
 from venus.daemon.frontend.stream import Stream
+from venus.errors import VenusError
 from venus.hw.audio import AudioChunk
 from venus.hw.frames import Frame
 from venus.hw.vad import Vad
@@ -48,10 +51,14 @@ def no_frames(_t: float) -> Frame | None:
     return None
 
 
+MAX_FAILURES = 3  # consecutive failed chunks before the loop gives up
+
+
 @dataclass
 class LoopStats:
     chunks: int = 0
     cuts: int = 0
+    failures: int = 0  # chunks that failed (the session restarted after each)
 
 
 class FrontendLoop:
@@ -79,6 +86,7 @@ class FrontendLoop:
     ) -> LoopStats:
         """Step every chunk until the input ends, ``stop`` is set or ``max_chunks`` ran."""
         stop = stop or threading.Event()
+        failed = 0
         while not stop.is_set() and (max_chunks is None or self.stats.chunks < max_chunks):
             try:
                 chunk = audio.read(timeout_s=2 * self.period_s)
@@ -87,7 +95,16 @@ class FrontendLoop:
                 continue
             except EOFError:
                 break
-            self.one(stream, chunk, frames)
+            try:
+                self.one(stream, chunk, frames)
+                failed = 0
+            except VenusError as e:  # degrade: drop the chunk, restart the session
+                failed += 1
+                self.stats.failures += 1
+                if failed >= MAX_FAILURES:
+                    raise
+                log.error("chunk %d failed: %s; a new session starts", chunk.index, e)
+                self._restart(stream)
         self.speech_out.drain()
         self.clock.finish(self.speech_out)
         self._poll()
@@ -117,6 +134,14 @@ class FrontendLoop:
         self.speech_out.submit(result)
         self.stats.chunks += 1
         return result
+
+    def _restart(self, stream: Stream) -> None:
+        if stream.reply_id is not None:
+            self.speech_out.cut(stream.reply_id)
+        stopped = self.playback.stop("error")
+        if stopped is not None:
+            self.harness.playback(stopped)
+        stream.reset()
 
     def _poll(self) -> None:
         for event in self.playback.poll():

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from venus.daemon.frontend.playback import PlaybackController
 from venus.daemon.frontend.step import ChunkResult
 from venus.engines.runners import Engines
-from venus.errors import EngineError
+from venus.errors import EngineError, VenusError
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +88,16 @@ class SpeechOut:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                if self._failed is None:
-                    t = time.perf_counter()
+                t = time.perf_counter()
+                try:
                     self._speak(job)
-                    job.latency_ms["token2wave"] = (time.perf_counter() - t) * 1e3
+                except VenusError as e:  # degrade: this reply goes unspoken
+                    log.error("token-to-wave failed at chunk %d: %s; reply dropped", job.index, e)
+                    self._reply = None
+                job.latency_ms["token2wave"] = (time.perf_counter() - t) * 1e3
                 self.on_done(job)
-            except Exception as e:  # the supervisor of this thread: report, stop speaking
-                log.exception("token-to-wave failed at chunk %d", job.index)
+            except Exception as e:  # the supervisor of this thread: report, stop the loop
+                log.exception("token-to-wave thread failed at chunk %d", job.index)
                 self._failed = e
             finally:
                 self._jobs.task_done()

@@ -27,6 +27,7 @@ from venus.daemon.frontend.playback import PlaybackEvent, Played, Stopped
 from venus.daemon.frontend.timeline import read_timeline
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
+from venus.errors import HarnessError
 
 SPEECH_TOKENS = 50  # two seconds of speech per chunk: the queue outlasts the next boundary
 OUT_RATE = 24000
@@ -196,3 +197,25 @@ def test_real_time_on_the_sound_server(pulseaudio: object, tiny_export: TinyExpo
     indices = [r.index for r in seen]
     assert indices == sorted(set(indices))
     assert all(r.start_s == pytest.approx(r.index * 1.0) for r in seen)
+
+
+class BrokenHarness(Harness):
+    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+        if chunk_index == 2:
+            raise HarnessError("the journal is locked")
+        return super().results(session_id, chunk_index)
+
+
+def test_a_failing_chunk_is_dropped_and_the_session_restarts(
+    tiny_export: TinyExport, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = config(tiny_export.engines)
+    engines = Engines.open(tiny_export.engines, EngineOptions())
+    wav = write_wav(tmp_path / "in.wav", 5)
+    done = run_offline(cfg, engines, wav, tmp_path / "o", harness=BrokenHarness())
+    assert [r.index for r in done.records] == [0, 1, 3, 4]
+    assert "chunk 2 failed: the journal is locked; a new session starts" in caplog.text
+    # a fresh stream: chunk 3 holds what chunk 0 held, chunk 4 what chunk 1 held
+    assert [r.context_tokens for r in done.records[2:]] == [
+        r.context_tokens for r in done.records[:2]
+    ]
