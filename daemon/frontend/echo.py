@@ -84,8 +84,7 @@ class EchoPath:
         ref = np.zeros(samples, np.float32)
         with self._lock:
             while self._segments and (
-                self._segments[0][0] + self._segments[0][1].size / SAMPLE_RATE
-                < start_s - KEEP_S
+                self._segments[0][0] + self._segments[0][1].size / SAMPLE_RATE < start_s - KEEP_S
             ):
                 self._segments.popleft()
             segments = list(self._segments)
