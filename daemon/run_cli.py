@@ -111,7 +111,8 @@ def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stats = run_realtime(cfg, engines, stop, args.timeline, progress)
+    live = progress if sys.stdout.isatty() else _periodic_summary()
+    stats = run_realtime(cfg, engines, stop, args.timeline, live)
     log.info("stopped after %d chunks (%d playback cuts)", stats.chunks, stats.cuts)
     return 0
 
@@ -180,6 +181,35 @@ def _wav_seconds(path: Path) -> float:
 
     with wave.open(str(path), "rb") as w:
         return w.getnframes() / w.getframerate()
+
+
+SUMMARY_EVERY = 60  # chunks between latency summaries in the log (a minute at 1 s)
+
+
+def _periodic_summary() -> Any:
+    """Under systemd (no terminal): an INFO summary every SUMMARY_EVERY chunks, not a line
+    per chunk."""
+    from venus.daemon.frontend.summary import summarize
+
+    window: list[ChunkRecord] = []
+
+    def add(record: ChunkRecord) -> None:
+        window.append(record)
+        if len(window) < SUMMARY_EVERY:
+            return
+        s = summarize(window, wall_s=0.0, input_s=0.0)
+        total = s.latency.get("total")
+        log.info(
+            "last %d chunks: %s; chunk time p50 %.0f ms, p95 %.0f ms; %d deadlines missed",
+            s.chunks,
+            ", ".join(f"{k} {v}" for k, v in sorted(s.decisions.items())),
+            total.p50_ms if total else 0.0,
+            total.p95_ms if total else 0.0,
+            s.deadlines_missed,
+        )
+        window.clear()
+
+    return add
 
 
 def _progress(chunk_s: float, total: int | None, quiet: bool) -> Any:

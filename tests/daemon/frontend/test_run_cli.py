@@ -140,3 +140,41 @@ def test_a_late_chunk_skips_vision_then_shortens_speech(tiny_export: TinyExport)
     calm = ChunkStep(engines, NoHarness(), samplers, Deadlines(1.0), StepSettings())
     result = calm(calm.new_stream(), chunk)
     assert result.vision and result.degraded == [] and result.speech.size == 25
+
+
+def test_without_a_terminal_the_live_run_logs_a_summary_per_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from venus.daemon.frontend.timeline import ChunkRecord
+    from venus.daemon.run_cli import SUMMARY_EVERY, _periodic_summary
+
+    add = _periodic_summary()
+    caplog.set_level("INFO")
+    for i in range(2 * SUMMARY_EVERY - 1):
+        add(
+            ChunkRecord(
+                index=i,
+                start_s=float(i),
+                decision="speak" if i % 3 == 0 else "listen",
+                text="",
+                text_tokens=0,
+                speech_tokens=0,
+                reply_id=None,
+                reply_ended=False,
+                delegations=(),
+                results=(),
+                context_tokens=10,
+                evicted_tokens=0,
+                vision=False,
+                speech_ratio=0.0,
+                playback_stopped=False,
+                latency_ms={"mel": 1.0, "total": float(i % 10)},
+                deadline_missed=i == 5,
+                degraded=(),
+            )
+        )
+    (line,) = [r.getMessage() for r in caplog.records if "last" in r.getMessage()]
+    assert line == (
+        f"last {SUMMARY_EVERY} chunks: listen 40, speak 20, turn_eos 0; "
+        "chunk time p50 4 ms, p95 9 ms; 1 deadlines missed"
+    )
