@@ -126,6 +126,8 @@ def _demo(args: argparse.Namespace) -> int:
     from venus.daemon.frontend.summary import render
     from venus.engines.runners import Engines
 
+    if not args.log_level:  # the demo's own lines say what happens; keep start-up quiet
+        logging.getLogger("venus.engines").setLevel(logging.WARNING)
     data = files("venus.demo")
     with (
         as_file(data / "engines" / "tiny") as engines_dir,
