@@ -49,10 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from venus.bench.cli import register as register_bench
     from venus.daemon.cli import register as register_daemon
+    from venus.daemon.harness.call_cli import register as register_call
+    from venus.daemon.harness.items_cli import register as register_items
     from venus.daemon.run_cli import register as register_run
     from venus.export.cli import register as register_export
 
     register_run(commands)
+    register_call(commands)
+    register_items(commands)
     register_daemon(commands)
     register_export(commands)
     register_bench(commands)

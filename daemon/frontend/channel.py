@@ -9,7 +9,7 @@ frontends (omni and audio) use this one interface.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from venus.daemon.frontend.playback import PlaybackEvent
@@ -35,15 +35,20 @@ class InjectedResult:
 
     item_id: str
     text: str  # what goes between <|result|> and <|/result|> (JSON or prose)
-    tags: tuple[str, ...] = field(default=())  # carried onto the reply's playback events
 
 
 class HarnessChannel(Protocol):
     def delegate(self, delegation: Delegation) -> None:
         """Capture a delegation (returns at once; the work runs in the background)."""
 
-    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
-        """Results to inject at this chunk boundary (fresh ones only; may be empty)."""
+    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
+        """Results to inject at this chunk boundary (fresh ones only; may be empty).
+
+        ``idle``: neither the user nor the assistant is speaking; results whose contract
+        says ``when_idle`` wait for such a chunk, ``interrupt`` ones do not."""
+
+    def replying(self, session_id: str, reply_id: int, item_ids: tuple[str, ...]) -> None:
+        """The frontend started reply ``reply_id``, answering these results."""
 
     def playback(self, event: PlaybackEvent) -> None:
         """What was played or cut: the harness acknowledges delivery from these."""
@@ -59,8 +64,11 @@ class NoHarness:
             delegation.chunk_index,
         )
 
-    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
         return []
+
+    def replying(self, session_id: str, reply_id: int, item_ids: tuple[str, ...]) -> None:
+        return None
 
     def playback(self, event: PlaybackEvent) -> None:
         return None

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 DELEGATION_BUDGET = 256  # tokens one <|delegate|> span may take before it counts as cut off
 RESULT_TOKENS = 512  # a longer injected result is cut to this many tokens
+IDLE_SPEECH_RATIO = 0.2  # a chunk with less user speech than this (VAD) counts as idle
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,9 @@ class ChunkStep:
         e, v = self.engines, self.vocab
 
         audio, vision = self._perceive(stream, chunk, out, clock)
-        results = self.harness.results(stream.session_id, chunk.index)
+        idle = stream.reply_id is None and chunk.speech_ratio < IDLE_SPEECH_RATIO
+        results = self.harness.results(stream.session_id, chunk.index, idle)
+        stream.unanswered += [r.item_id for r in results]
         with clock("prefill"):
             parts = self._layout(stream, audio, vision, results, out)
             out.evicted = self._make_room(stream, sum(p.shape[1] for p in parts))
@@ -132,7 +135,8 @@ class ChunkStep:
 
         if out.decision == "speak":
             if stream.reply_id is None:
-                stream.start_reply(tuple(t for r in results for t in r.tags))
+                reply = stream.start_reply()
+                self.harness.replying(stream.session_id, reply, stream.reply_tags)
             self._speak(stream, chunk.index, out, clock)
         else:
             stream.pending = [token, v["<|chunk_end|>"]]

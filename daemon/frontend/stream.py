@@ -31,16 +31,19 @@ class Stream:
     reply_id: int | None = None  # the reply being spoken; None while listening
     replies: int = 0  # replies started in this session
     reply_text: list[int] = field(default_factory=list)  # text ids of the current reply
-    reply_tags: tuple[str, ...] = ()  # from the results the reply answers
+    reply_tags: tuple[str, ...] = ()  # item ids of the results the reply answers
+    unanswered: list[str] = field(default_factory=list)  # results injected since the last reply
     dialogue: deque[str] = field(default_factory=lambda: deque(maxlen=DIALOGUE_TURNS))
     chunks: int = 0  # chunks stepped
 
-    def start_reply(self, tags: tuple[str, ...]) -> int:
+    def start_reply(self) -> int:
+        """A new reply; it answers every result injected since the previous one."""
         self.speech.reset()
         self.reply_id = self.replies
         self.replies += 1
         self.reply_text = []
-        self.reply_tags = tags
+        self.reply_tags = tuple(self.unanswered)
+        self.unanswered = []
         return self.reply_id
 
     def end_reply(self, text: str) -> None:
@@ -62,5 +65,6 @@ class Stream:
         self.replies = 0
         self.reply_text = []
         self.reply_tags = ()
+        self.unanswered = []
         self.dialogue.clear()
         self.chunks = 0

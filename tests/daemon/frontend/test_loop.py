@@ -40,12 +40,16 @@ class Harness:
         self.inject = results or {}
         self.delegations: list[Delegation] = []
         self.events: list[PlaybackEvent] = []
+        self.replies: list[tuple[int, tuple[str, ...]]] = []
 
     def delegate(self, delegation: Delegation) -> None:
         self.delegations.append(delegation)
 
-    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
         return self.inject.get(chunk_index, [])
+
+    def replying(self, session_id: str, reply_id: int, item_ids: tuple[str, ...]) -> None:
+        self.replies.append((reply_id, item_ids))
 
     def playback(self, event: PlaybackEvent) -> None:
         self.events.append(event)
@@ -65,7 +69,7 @@ def run_scripted(engines: Path, out: Path, harness: Harness, seconds: float = 6)
 def test_a_result_is_answered_with_a_delegation_and_the_yield_cuts_playback(
     scripted: Scripted, tmp_path: Path
 ) -> None:
-    harness = Harness({2: [InjectedResult("item-1", "sunny", tags=("item-1",))]})
+    harness = Harness({2: [InjectedResult("item-1", "sunny")]})
     done = run_scripted(scripted.engines, tmp_path / "out", harness)
 
     decisions = [r.decision for r in done.records]
@@ -83,6 +87,7 @@ def test_a_result_is_answered_with_a_delegation_and_the_yield_cuts_playback(
         2,
     )
     assert yielded.playback_stopped and yielded.reply_ended and yielded.reply_id == 0
+    assert harness.replies == [(0, ("item-1",))]  # the reply answers the injected result
 
     stops = [e for e in harness.events if isinstance(e, Stopped)]
     assert len(stops) == 1 and stops[0].reply_id == 0 and stops[0].tags == ("item-1",)
@@ -200,10 +205,10 @@ def test_real_time_on_the_sound_server(pulseaudio: object, tiny_export: TinyExpo
 
 
 class BrokenHarness(Harness):
-    def results(self, session_id: str, chunk_index: int) -> list[InjectedResult]:
+    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
         if chunk_index == 2:
             raise HarnessError("the journal is locked")
-        return super().results(session_id, chunk_index)
+        return super().results(session_id, chunk_index, idle)
 
 
 def test_a_failing_chunk_is_dropped_and_the_session_restarts(
