@@ -17,7 +17,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     from venus.bench.chunk import register as register_chunk
     from venus.bench.engines import register as register_engines
     from venus.bench.estimate import register as register_estimate
+    from venus.bench.harness import register as register_harness
 
     register_estimate(kinds)
     register_engines(kinds)
     register_chunk(kinds)
+    register_harness(kinds)

@@ -24,8 +24,10 @@ Rules, in the order an item meets them:
   ``Expired`` instead. ``Delivering`` when the frontend starts the reply that uses them,
   ``Delivered`` when that reply played to its end, back to ``Completed`` / ``Failed``
   (and offered again) when it was cut.
-- **restart**: unfinished items of idempotent capabilities are re-dispatched; the others
-  fail with ``daemon_restarted``; results left from an earlier session expire.
+- **restart**: unfinished items of idempotent capabilities are re-dispatched, and so are
+  items that were never dispatched; the others (running when the daemon stopped: they
+  may or may not have happened) fail with ``daemon_restarted``; results left from an
+  earlier session expire.
 """
 
 from __future__ import annotations
@@ -374,7 +376,8 @@ class HarnessCore:
         for item in self.journal.unfinished():
             routed = self.route(item.capability)
             idempotent = routed[0].idempotent if routed else item.idempotent
-            if idempotent:
+            never_ran = item.state is State.QUEUED and item.attempt == 0
+            if idempotent or never_ran:
                 if item.state is State.RUNNING:
                     self.journal.move(item.id, State.QUEUED, "daemon restarted: re-dispatch")
                 self.dispatch(item.id)
