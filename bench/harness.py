@@ -11,8 +11,8 @@ frontend's delegations do, and the frontend's side reads them back as offers. Pe
 
 and items per second over the whole run. ``--rate`` paces the submissions (latency
 without a queue); ``--rate 0`` submits them all at once (throughput). The journal runs
-twice side by side: on the directory given (``--dir``, default a temporary one: this machine's disk) and on
-``/dev/shm`` (memory: what the fsyncs of ``synchronous=FULL`` cost).
+twice side by side: on the directory given (``--dir``, default a temporary one: this
+machine's disk) and on ``/dev/shm`` (memory: what the fsyncs of ``synchronous=FULL`` cost).
 """
 
 from __future__ import annotations
