@@ -20,6 +20,7 @@ from venus.errors import ConfigError
 if TYPE_CHECKING:
     from venus.daemon.config.schema import VenusConfig
     from venus.daemon.frontend.timeline import ChunkRecord
+    from venus.daemon.harness.service import Harness
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--timeline", type=Path, metavar="FILE", help="real time: also write the timeline here"
     )
     run.add_argument("--seed", type=int, help="override [model] seed")
+    run.add_argument(
+        "--journal",
+        type=Path,
+        metavar="FILE",
+        help="offline: run the harness too, with this journal (results then arrive in wall "
+        "time, so the run is no longer deterministic); live: override [harness] journal",
+    )
     run.add_argument("--quiet", action="store_true", help="no line per chunk")
     run.set_defaults(run=_run)
 
@@ -103,7 +111,14 @@ def _run(args: argparse.Namespace) -> int:
         from venus.daemon.frontend.offline import run_offline
         from venus.daemon.frontend.summary import render
 
-        done = run_offline(cfg, engines, args.offline, args.out, args.video, progress)
+        harness = _open_harness(cfg, args.journal) if args.journal else None
+        try:
+            done = run_offline(
+                cfg, engines, args.offline, args.out, args.video, progress, harness=harness
+            )
+        finally:
+            if harness is not None:
+                harness.stop()
         sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
         return 0
     from venus.daemon.frontend.realtime import run_realtime
@@ -112,9 +127,43 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     live = progress if sys.stdout.isatty() else _periodic_summary()
-    stats = run_realtime(cfg, engines, stop, args.timeline, live)
+    harness = _open_harness(cfg, args.journal or cfg.harness.journal, degrade=True)
+    try:
+        stats = run_realtime(cfg, engines, stop, args.timeline, live, harness=harness)
+    finally:
+        if harness is not None:
+            harness.stop()
     log.info("stopped after %d chunks (%d playback cuts)", stats.chunks, stats.cuts)
     return 0
+
+
+def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Harness | None:
+    """The harness with the in-process built-in capabilities (MQTT workers: next to come).
+    Live (``degrade``), a journal that cannot be opened leaves the assistant running
+    without delegation, with an ERROR saying why."""
+    from venus.capabilities.builtin import builtin_transport
+    from venus.daemon.harness.core import HarnessSettings
+    from venus.daemon.harness.service import Harness
+    from venus.errors import HarnessError
+
+    try:
+        harness = Harness.open(
+            journal, [builtin_transport()], HarnessSettings(site_id=cfg.harness.site_id)
+        )
+    except HarnessError as e:
+        if not degrade:
+            raise
+        log.error("harness off: %s; delegations are recorded but not run", e)
+        return None
+    retained = harness.core.journal.retain(cfg.harness.retention_days * 86400.0)
+    if retained.items:
+        log.info(
+            "journal: removed %d items older than %d days",
+            retained.items,
+            cfg.harness.retention_days,
+        )
+    harness.start()
+    return harness
 
 
 def _demo(args: argparse.Namespace) -> int:

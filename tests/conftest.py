@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.services import Broker, PulseServer, run_mosquitto, run_pulseaudio
@@ -123,3 +124,12 @@ def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
     if export.returncode != 0:
         pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
     return TinyExport(base / "ckpt", base / "engines", export)
+
+
+@pytest.fixture(scope="session")
+def scripted_export(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The tiny-audio checkpoint whose weights force a known conversation, exported once
+    (see ``support/scripted.py``)."""
+    from support.scripted import build
+
+    return build(tmp_path_factory.mktemp("scripted"))

@@ -27,6 +27,8 @@ class Delegation:
     arguments: dict[str, Any]
     raw: str  # the span's text as decoded
     dialogue: tuple[str, ...] = ()  # recent dialogue text (most recent last), for evidence
+    action: str = "call"  # "call", or a decision on an earlier item: "cancel", "retry"
+    target: str | None = None  # that item's id (or its short form); for a call: supersedes
 
 
 @dataclass(frozen=True)

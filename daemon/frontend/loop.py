@@ -25,7 +25,7 @@ import numpy as np
 
 from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.clock import Clock
-from venus.daemon.frontend.playback import PlaybackController
+from venus.daemon.frontend.playback import PlaybackController, PlaybackEvent, Played, Stopped
 from venus.daemon.frontend.speech_out import SpeechOut
 from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep
 from venus.daemon.frontend.stream import Stream
@@ -125,15 +125,28 @@ class FrontendLoop:
         self._poll()
         result = self.step(stream, data)
         if result.cut_reply is not None:
-            self.speech_out.cut(result.cut_reply)
-            stopped = self.playback.stop("yield")
-            if stopped is not None:
-                result.playback_stopped = True
-                self.stats.cuts += 1
-                self.harness.playback(stopped)
+            self._yield(result)
         self.speech_out.submit(result)
         self.stats.chunks += 1
         return result
+
+    def _yield(self, result: ChunkResult) -> None:
+        """The model yielded mid-reply: cut what is left of it, and tell the harness
+        whether the reply was heard to its end (nothing left) or cut."""
+        reply = result.cut_reply
+        assert reply is not None
+        unsaid = self.speech_out.cut(reply)
+        stopped = self.playback.stop("yield")
+        at = self.playback.played_samples()
+        if stopped is not None:
+            result.playback_stopped = True
+            self.stats.cuts += 1
+            event: PlaybackEvent = stopped
+        elif unsaid:  # its speech never reached the queue
+            event = Stopped(reply, at, 0, "yield", result.tags)
+        else:  # everything it said was heard already
+            event = Played(reply, at, at, result.tags, last=True)
+        self.harness.playback(event)
 
     def _restart(self, stream: Stream) -> None:
         if stream.reply_id is not None:

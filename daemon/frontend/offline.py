@@ -54,6 +54,7 @@ def run_offline(
     on_record: Callable[[ChunkRecord], None] = lambda _r: None,
     harness: HarnessChannel | None = None,
     extra_summary: dict[str, object] | None = None,
+    session_id: str | None = None,
 ) -> OfflineRun:
     out_dir.mkdir(parents=True, exist_ok=True)
     s = engines.manifest.schedule
@@ -73,7 +74,8 @@ def run_offline(
             timeline.write(record)
             on_record(record)
 
-        frontend = open_frontend(cfg, engines, track, OfflineClock(track, rate), sink, harness)
+        clock = OfflineClock(track, rate)
+        frontend = open_frontend(cfg, engines, track, clock, sink, harness, session_id)
         started = time.perf_counter()
         try:
             with source:

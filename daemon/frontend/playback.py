@@ -131,6 +131,10 @@ class PlaybackController:
             played = self._out.position().played_samples
             return bool(self._segments) and self._segments[-1].end > played + ROUNDING_SAMPLES
 
+    def played_samples(self) -> int:
+        """Where playback is: source-rate samples heard since it started."""
+        return self._out.position().played_samples
+
     @property
     def active_reply(self) -> int | None:
         """The reply of the first segment not yet heard in full, or None."""

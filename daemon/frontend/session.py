@@ -92,6 +92,7 @@ def open_frontend(
     clock: Clock,
     on_record: RecordSink,
     harness: HarnessChannel | None = None,
+    session_id: str | None = None,
 ) -> Frontend:
     check_schedule(cfg, engines)
     harness = harness or NoHarness()
@@ -119,7 +120,10 @@ def open_frontend(
     speech_out = SpeechOut(engines, playback, done, seed=cfg.model.seed)
     vad = Vad(cfg.audio.vad_aggressiveness)
     loop = FrontendLoop(step, speech_out, playback, harness, clock, vad)
-    return Frontend(engines, step, step.new_stream(), playback, speech_out, loop, records)
+    stream = step.new_stream()
+    if session_id is not None:
+        stream.session_id = session_id
+    return Frontend(engines, step, stream, playback, speech_out, loop, records)
 
 
 def to_record(r: ChunkResult) -> ChunkRecord:

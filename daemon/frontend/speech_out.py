@@ -14,6 +14,7 @@ once by the loop (``PlaybackController.stop``), and its queued jobs are skipped 
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
@@ -53,6 +54,7 @@ class SpeechOut:
         self.seed = seed
         self._reply: _Reply | None = None
         self._cut_below = 0  # replies with a smaller id were cut: skip their speech
+        self._unsaid: collections.Counter[int] = collections.Counter()  # reply -> jobs with speech
         self._lock = threading.Lock()
         self._jobs: queue.Queue[ChunkResult | None] = queue.Queue()
         self._failed: BaseException | None = None
@@ -62,12 +64,17 @@ class SpeechOut:
     def submit(self, result: ChunkResult) -> None:
         if self._failed is not None:
             raise EngineError(f"token-to-wave failed: {self._failed}") from self._failed
+        if result.reply_id is not None and result.speech.size:
+            with self._lock:
+                self._unsaid[result.reply_id] += 1
         self._jobs.put(result)
 
-    def cut(self, reply_id: int) -> None:
-        """Skip every queued job of ``reply_id`` and earlier (the loop stops playback)."""
+    def cut(self, reply_id: int) -> bool:
+        """Skip every queued job of ``reply_id`` and earlier (the loop stops playback).
+        -> whether speech of ``reply_id`` was still waiting here (and is never said)."""
         with self._lock:
             self._cut_below = max(self._cut_below, reply_id + 1)
+            return self._unsaid[reply_id] > 0
 
     def drain(self, timeout_s: float = 60.0) -> None:
         """Wait until every submitted job is done (the offline clock's barrier)."""
@@ -100,6 +107,9 @@ class SpeechOut:
                 log.exception("token-to-wave thread failed at chunk %d", job.index)
                 self._failed = e
             finally:
+                if job.reply_id is not None and job.speech.size:
+                    with self._lock:
+                        self._unsaid[job.reply_id] -= 1
                 self._jobs.task_done()
         self._jobs.task_done()
 

@@ -285,6 +285,8 @@ class ChunkStep:
                 arguments=call.arguments,
                 raw=call.raw,
                 dialogue=tuple(stream.dialogue),
+                action=call.action,
+                target=call.target,
             )
         )
 

@@ -290,6 +290,32 @@ class HarnessCore:
         self._failed(item, ToolResult.failed("timeout", message, retryable=True))
 
     # --- decisions --------------------------------------------------------------------------
+    def resolve(self, ref: str, session_id: str) -> str | None:
+        """The item ``ref`` names (a full id, or the short one the frontend saw) in this
+        session; None when there is none, or more than one."""
+        item = self.journal.find(ref)
+        if item is not None:
+            return item.id if item.session_id == session_id else None
+        matches = [
+            i.id for i in self.journal.items(session_id=session_id) if i.id.startswith(ref.lower())
+        ]
+        return matches[0] if len(matches) == 1 else None
+
+    def retry(self, item_id: str, session_id: str, new_id: str) -> WorkItem | None:
+        """The frontend's retry: the same call again, as a new item superseding the old."""
+        old = self.journal.find(item_id)
+        if old is None:
+            return None
+        capture = Capture(
+            old.capability,
+            old.arguments,
+            session_id,
+            text=old.text,
+            supersedes=old.id,
+            item_id=new_id,
+        )
+        return self.capture(capture)
+
     def cancel(self, item_id: str, reason: str) -> WorkItem | None:
         item = self.journal.find(item_id)
         if item is None or item.state in (State.DELIVERED, State.CANCELLED, State.EXPIRED):

@@ -23,7 +23,7 @@ from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent, Played, Stopped
 from venus.daemon.harness.core import Capture, HarnessCore, HarnessSettings
 from venus.daemon.harness.evidence import EvidenceStore
-from venus.daemon.harness.item import WorkItem
+from venus.daemon.harness.item import WorkItem, new_item_id
 from venus.daemon.harness.journal import Journal
 from venus.daemon.harness.states import State
 from venus.errors import VenusError
@@ -131,15 +131,13 @@ class Harness:
 
     # --- the frontend's HarnessChannel ---------------------------------------------------
     def delegate(self, delegation: Delegation) -> None:
-        capture = Capture(
-            capability=delegation.name,
-            arguments=delegation.arguments,
-            session_id=delegation.session_id,
-            text=delegation.raw,
-            dialogue=delegation.dialogue,
-            chunk_index=delegation.chunk_index,
-        )
-        self.submit(capture)
+        """A delegation from the frontend: a new call (maybe superseding an earlier one:
+        revise / replace), or a decision on an earlier item (cancel / retry)."""
+        d = delegation
+        if d.action == "call" and d.target is None:
+            self.submit(_capture_of(d, None))
+            return
+        self.post(functools.partial(_decide, d=d, new_id=new_item_id()))
 
     def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
         self.core.session_id = session_id  # offers of other sessions are stale from now
@@ -163,6 +161,36 @@ class Harness:
 
 def _tick(core: HarnessCore) -> None:
     return None
+
+
+def _capture_of(d: Delegation, supersedes: str | None) -> Capture:
+    return Capture(
+        capability=d.name,
+        arguments=d.arguments,
+        session_id=d.session_id,
+        text=d.raw,
+        dialogue=d.dialogue,
+        chunk_index=d.chunk_index,
+        supersedes=supersedes,
+    )
+
+
+def _decide(core: HarnessCore, d: Delegation, new_id: str) -> None:
+    assert d.target is not None
+    target = core.resolve(d.target, d.session_id)
+    if target is None:
+        log.warning(
+            "chunk %d: %s names no item of this session: %r", d.chunk_index, d.action, d.target
+        )
+        if d.action == "call":  # a revision of something unknown is still a call
+            core.capture(_capture_of(d, None))
+        return
+    if d.action == "cancel":
+        core.cancel(target, f"cancelled by the frontend at chunk {d.chunk_index}")
+    elif d.action == "retry":
+        core.retry(target, d.session_id, new_id)
+    else:
+        core.capture(_capture_of(d, target))
 
 
 def _expire(core: HarnessCore, item_id: str) -> None:

@@ -35,3 +35,14 @@ def test_malformed_calls_say_why(raw: str, why: str) -> None:
 def test_a_span_cut_off_or_runaway_is_malformed() -> None:
     assert "did not close" in (parse_call('{"name": "w"}', truncated=True).error or "")
     assert "longer" in (parse_call("x" * (MAX_SPAN_CHARS + 1)).error or "")
+
+
+def test_decisions_on_earlier_items() -> None:
+    revise = parse_call('{"name": "weather", "arguments": {"day": "Sat"}, "supersedes": "3f2a"}')
+    assert revise.valid and revise.action == "call" and revise.target == "3f2a"
+    cancel = parse_call('{"cancel": "3f2a9c1b"}')
+    assert cancel.valid and cancel.action == "cancel" and cancel.target == "3f2a9c1b"
+    assert parse_call('{"retry": "3f2a"}').action == "retry"
+    assert "one item id" in (parse_call('{"cancel": "3f2a", "name": "x"}').error or "")
+    assert "one item id" in (parse_call('{"retry": 7}').error or "")
+    assert "item id" in (parse_call('{"name": "w", "supersedes": ""}').error or "")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import TinyExport
 from support.frontend import config, read_wav, write_video, write_wav
-from support.scripted import CALL, WORDS, Scripted, build, swap_tokenizer
+from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
@@ -55,9 +55,9 @@ class Harness:
         self.events.append(event)
 
 
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> Scripted:
-    return build(tmp_path_factory.mktemp("scripted"))
+@pytest.fixture
+def scripted(scripted_export: Scripted) -> Scripted:
+    return scripted_export
 
 
 def run_scripted(engines: Path, out: Path, harness: Harness, seconds: float = 6) -> OfflineRun:
