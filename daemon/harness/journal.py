@@ -28,6 +28,7 @@ from urllib.parse import quote
 from venus.capabilities.result import ToolResult
 from venus.daemon.harness import states
 from venus.daemon.harness.item import WorkItem
+from venus.daemon.harness.journal_check import check_item
 from venus.daemon.harness.states import HAS_RESULT, TERMINAL, UNFINISHED, State
 from venus.errors import CapabilityError, HarnessError
 
@@ -328,7 +329,7 @@ class Journal:
                 history.setdefault(item_id, []).append((old, new))
             results = Counter(r[0] for r in db.execute("SELECT item_id FROM results"))
         for item_id, (state, came_from) in items.items():
-            problems += _check_item(
+            problems += check_item(
                 item_id, state, came_from, history.pop(item_id, []), results.pop(item_id, 0)
             )
         problems += [f"transitions of unknown work item {i}" for i in history]
@@ -475,40 +476,3 @@ def _filters(wanted: Collection[State] | None, session_id: str | None) -> tuple[
         clauses.append("session_id = ?")
         params.append(session_id)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _check_item(
-    item_id: str,
-    state: str,
-    came_from: str | None,
-    history: list[tuple[str | None, str]],
-    results: int,
-) -> list[str]:
-    known = {s.value for s in State}
-    out: list[str] = []
-    if state not in known:
-        return [f"work item {item_id}: unknown state {state!r}"]
-    if not history:
-        return [f"work item {item_id}: no transitions"]
-    if history[-1][1] != state:
-        out.append(
-            f"work item {item_id}: state {state} but its last transition is to {history[-1][1]}"
-        )
-    previous: str | None = None
-    for old, new in history:
-        if old != previous:
-            out.append(f"work item {item_id}: transition {old} -> {new} follows {previous}")
-        if new not in known or (old is not None and old not in known):
-            out.append(f"work item {item_id}: transition {old} -> {new} names an unknown state")
-        elif old is None and new != State.QUEUED.value:
-            out.append(f"work item {item_id}: its first transition is to {new}, not queued")
-        elif old is not None and State(new) not in states.TRANSITIONS[State(old)]:
-            out.append(f"work item {item_id}: illegal transition {old} -> {new}")
-        previous = new
-    if results > 1:
-        out.append(f"work item {item_id}: {results} final results")
-    if State(state) in HAS_RESULT and not results:
-        out.append(f"work item {item_id}: {state} without a final result")
-    if (came_from is not None) != (state == State.DELIVERING.value):
-        out.append(f"work item {item_id}: delivering_from {came_from} in state {state}")
-    return out
