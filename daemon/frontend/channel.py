@@ -12,14 +12,20 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+from numpy.typing import NDArray
+
 from venus.daemon.frontend.playback import PlaybackEvent
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Delegation:
-    """A well-formed ``<|delegate|>`` span: an MCP-style tool call the model asked for."""
+    """A well-formed ``<|delegate|>`` span: an MCP-style tool call the model asked for.
+
+    ``audio`` and ``frame`` are the frontend's current ones (never modified later); the
+    harness keeps them only when the capability's contract asks for them."""
 
     session_id: str
     chunk_index: int  # the chunk whose text held the span
@@ -29,6 +35,8 @@ class Delegation:
     dialogue: tuple[str, ...] = ()  # recent dialogue text (most recent last), for evidence
     action: str = "call"  # "call", or a decision on an earlier item: "cancel", "retry"
     target: str | None = None  # that item's id (or its short form); for a call: supersedes
+    audio: NDArray[np.float32] | None = None  # the last seconds of microphone audio, 16 kHz
+    frame: NDArray[np.uint8] | None = None  # the latest camera frame, RGB [h, w, 3]
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,7 @@ class ChunkStep:
         """Log-mel and audio encoder; the vision encoder unless there is no frame or no
         time for it. -> (audio tokens, vision tokens or None)."""
         e = self.engines
+        stream.remember(chunk.samples, chunk.frame.image if chunk.frame else None)
         with clock("mel"):
             mel = self.mel(chunk.samples, stream.mel)
         with clock("audio_encoder"):
@@ -287,6 +288,8 @@ class ChunkStep:
                 dialogue=tuple(stream.dialogue),
                 action=call.action,
                 target=call.target,
+                audio=stream.recent_audio,
+                frame=stream.frame,
             )
         )
 

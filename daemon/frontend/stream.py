@@ -12,12 +12,16 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 from venus.engines.backbone import BackboneState
 from venus.engines.encoders import AudioState
 from venus.engines.mel import MelState
 from venus.engines.speech import SpeechState
 
 DIALOGUE_TURNS = 8  # recent utterances kept as delegation evidence
+EVIDENCE_AUDIO_SAMPLES = 10 * 16000  # the last 10 s of microphone audio, for evidence
 
 
 @dataclass
@@ -34,7 +38,17 @@ class Stream:
     reply_tags: tuple[str, ...] = ()  # item ids of the results the reply answers
     unanswered: list[str] = field(default_factory=list)  # results injected since the last reply
     dialogue: deque[str] = field(default_factory=lambda: deque(maxlen=DIALOGUE_TURNS))
+    recent_audio: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
+    frame: NDArray[np.uint8] | None = None  # the latest camera frame (RGB), for evidence
     chunks: int = 0  # chunks stepped
+
+    def remember(self, samples: NDArray[np.float32], frame: NDArray[np.uint8] | None) -> None:
+        """Keep the recent audio and the latest frame (new arrays: a delegation may hold
+        on to the old ones while the harness freezes them)."""
+        both = np.concatenate((self.recent_audio, samples))
+        self.recent_audio = both[-EVIDENCE_AUDIO_SAMPLES:]
+        if frame is not None:
+            self.frame = frame
 
     def start_reply(self) -> int:
         """A new reply; it answers every result injected since the previous one."""
@@ -67,4 +81,6 @@ class Stream:
         self.reply_tags = ()
         self.unanswered = []
         self.dialogue.clear()
+        self.recent_audio = np.zeros(0, np.float32)
+        self.frame = None
         self.chunks = 0

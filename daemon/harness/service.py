@@ -22,7 +22,7 @@ from venus.capabilities.transport import Transport, TransportEvent
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent, Played, Stopped
 from venus.daemon.harness.core import Capture, HarnessCore, HarnessSettings
-from venus.daemon.harness.evidence import EvidenceStore
+from venus.daemon.harness.evidence import EvidenceInput, EvidenceStore
 from venus.daemon.harness.item import WorkItem, new_item_id
 from venus.daemon.harness.journal import Journal
 from venus.daemon.harness.states import State
@@ -172,6 +172,7 @@ def _capture_of(d: Delegation, supersedes: str | None) -> Capture:
         dialogue=d.dialogue,
         chunk_index=d.chunk_index,
         supersedes=supersedes,
+        evidence=EvidenceInput(text=d.raw, dialogue=d.dialogue, audio=d.audio, frame=d.frame),
     )
 
 

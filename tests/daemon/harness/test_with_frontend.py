@@ -93,3 +93,43 @@ def _silent(wav: Path) -> Path:
         w.setframerate(rate)
         w.writeframes(b"\0\0" * frames)
     return wav
+
+
+def test_evidence_keeps_audio_and_frame_only_when_the_contract_asks(tmp_path: Path) -> None:
+    import numpy as np
+
+    from venus.daemon.frontend.channel import Delegation
+    from venus.daemon.harness.evidence import EvidenceStore
+
+    seen = Contract(name="describe", evidence="audio+frame", idempotent=True)
+    blind = Contract(name="note", evidence="none", idempotent=True)
+    transport = InProcessTransport([Capability(seen, weather), Capability(blind, weather)])
+    audio = np.sin(np.arange(16000 * 12) / 10).astype(np.float32)  # 12 s: 10 s are kept
+    frame = np.full((120, 160, 3), 200, np.uint8)
+    with Harness.open(tmp_path / "journal.sqlite3", [transport]) as harness:
+        for name in ("describe", "note"):
+            d = Delegation(
+                "s", 3, name, {}, f'{{"name": "{name}"}}', ("hi",), audio=audio, frame=frame
+            )
+            harness.delegate(d)
+        frame[:] = 0  # the frontend moves on; the snapshot must not change
+        deadline = time.monotonic() + 10
+        while len(harness.core.journal.items()) < 2 or any(
+            i.state in (State.QUEUED, State.RUNNING) for i in harness.core.journal.items()
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        store = EvidenceStore(harness.core.journal.evidence_dir)
+        by_name = {i.capability: store.load(i.evidence or "") for i in harness.core.journal.items()}
+        payload = store.payload(by_name["describe"].sha256)
+    assert by_name["describe"].audio and by_name["describe"].frame
+    assert by_name["note"].audio is None and by_name["note"].frame is None
+    assert by_name["describe"].dialogue == ("hi",)
+    import base64
+
+    import cv2
+
+    jpeg = np.frombuffer(base64.b64decode(payload["frame"]["data_b64"]), np.uint8)
+    decoded = cv2.imdecode(jpeg, cv2.IMREAD_COLOR)
+    assert abs(int(decoded.mean()) - 200) < 5  # frozen before the frontend's change
+    assert payload["audio"]["bytes"] == 44 + 10 * 16000 * 2  # a WAV of the last 10 s
