@@ -15,7 +15,6 @@ re-run or cancelled, and how its result is delivered::
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ Evidence = Literal["none", "audio", "frame", "audio+frame"]
 Deliver = Literal["when_idle", "interrupt", "silent"]
 NAME = re.compile(r"[a-z0-9_]{1,64}")  # used with fullmatch: "$" would let "x\n" through
 META = "venus/"
+MAX_SECONDS = 1e9  # timeouts and freshness beyond ~31 years are mistakes
 _FIELDS = ("version", "timeout_s", "freshness_s", "evidence", "idempotent", "cancellable")
 META_KEYS = tuple(f"{META}{k}" for k in (*_FIELDS, "deliver"))  # what ``_meta`` may carry
 
@@ -63,8 +63,7 @@ class Contract:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
+                or not 0 < value <= MAX_SECONDS  # also: NaN, inf, a huge int
             ):
                 raise CapabilityError(
                     f"{where}: {key} must be a positive number of seconds, got {value!r}"

@@ -4,6 +4,8 @@
 zones come from ``zoneinfo`` (the system's tz database, or the ``tzdata`` package); on a
 machine with neither, an explicit zone fails and the default falls back to UTC, saying
 why in the answer.
+
+``calculator``: exact arithmetic and unit conversion (``calculator.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
+from venus.capabilities.builtin.calculator import calculator_capability
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
 from venus.capabilities.result import ToolResult
@@ -142,7 +145,7 @@ def clock_capability(
     return Capability(CLOCK, handle)
 
 
-BUILTINS: tuple[Capability, ...] = (clock_capability(),)
+BUILTINS: tuple[Capability, ...] = (clock_capability(), calculator_capability())
 
 
 def builtin_transport() -> InProcessTransport:

@@ -18,6 +18,7 @@ from venus.capabilities.builtin import (
     find_zone,
     local_zone,
 )
+from venus.capabilities.builtin.calculator import CALCULATOR
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Context
 from venus.capabilities.result import ToolResult
@@ -62,12 +63,12 @@ def run(arguments: dict[str, Any], **kw: Any) -> ToolResult:
 
 
 def test_the_contract() -> None:
-    assert [c.contract for c in BUILTINS] == [CLOCK]
+    assert [c.contract for c in BUILTINS] == [CLOCK, CALCULATOR]
     assert CLOCK.idempotent and CLOCK.deliver == "when_idle" and CLOCK.evidence == "none"
     assert (CLOCK.freshness_s, CLOCK.timeout_s) == (60.0, 2.0)
     assert CLOCK.output_schema is not None
     assert Contract.from_tool(CLOCK.to_tool()) == CLOCK
-    assert builtin_transport().contracts() == (CLOCK,)
+    assert builtin_transport().contracts() == (CLOCK, CALCULATOR)
 
 
 @needs_tz
