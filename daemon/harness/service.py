@@ -93,7 +93,7 @@ class Harness:
             due = core.next_timer()
             timeout = None if due is None else max(0.0, due - core.clock())
             try:
-                command = self._commands.get(timeout=min(timeout, 0.5) if timeout else 0.5)
+                command = self._commands.get(timeout=0.5 if timeout is None else min(timeout, 0.5))
             except queue.Empty:
                 command = _tick
             if command is None:
