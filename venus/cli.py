@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     from venus.bench.cli import register as register_bench
+    from venus.capabilities.worker_cli import register as register_worker
     from venus.daemon.cli import register as register_daemon
     from venus.daemon.harness.call_cli import register as register_call
     from venus.daemon.harness.items_cli import register as register_items
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(commands)
     register_call(commands)
     register_items(commands)
+    register_worker(commands)
     register_daemon(commands)
     register_export(commands)
     register_bench(commands)

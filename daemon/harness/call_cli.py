@@ -1,7 +1,9 @@
 """``venus call CAPABILITY --args JSON``: one work item through the harness, from a shell.
 
 The item takes the daemon's own path (journal, evidence, routing, timeouts, retries) and
-the normalized result is printed as JSON. Exit status: 0 completed, 1 failed, 2
+the normalized result is printed as JSON. By default the built-in capabilities run in
+this process; with ``--broker`` the call goes over MQTT to a capability worker
+(``venus worker``), as the daemon's calls do. Exit status: 0 completed, 1 failed, 2
 cancelled, expired or timed out.
 """
 
@@ -11,15 +13,20 @@ import argparse
 import json
 import logging
 import sys
+import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from venus.capabilities.transport import Transport
 
 log = logging.getLogger(__name__)
 
 EXIT = {"completed": 0, "failed": 1}  # everything else: 2
+DISCOVERY_S = 5.0  # how long --broker waits for a worker to announce the capability
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -42,11 +49,19 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--journal", type=Path, metavar="FILE", help="override [harness] journal of the config"
     )
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="call capability workers over MQTT at this broker (mqtt://HOST:PORT) instead of "
+        "the built-ins in this process",
+    )
+    p.add_argument(
+        "--credentials", type=Path, metavar="FILE", help="with --broker: username:password file"
+    )
     p.set_defaults(run=_call)
 
 
 def _call(args: argparse.Namespace) -> int:
-    from venus.capabilities.builtin import builtin_transport
     from venus.daemon.harness.core import Capture
     from venus.daemon.harness.service import Harness
     from venus.daemon.harness.states import State
@@ -58,9 +73,11 @@ def _call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise ConfigError('--args must be a JSON object, e.g. \'{"timezone": "UTC"}\'')
     journal = args.journal or _configured_journal(args)
-    harness = Harness.open(journal, [builtin_transport()])
+    harness = Harness.open(journal, [_transport(args)])
     harness.start(resume=False)
     try:
+        if args.broker:
+            _discover(harness, args.capability)
         routed = harness.core.route(args.capability)
         timeout = args.timeout or ((routed[0].timeout_s if routed else 5.0) + 5.0)
         capture = Capture(args.capability, arguments, session_id=f"cli-{uuid.uuid4().hex}")
@@ -85,6 +102,26 @@ def _call(args: argparse.Namespace) -> int:
     }
     sys.stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
     return EXIT.get(status, 2)
+
+
+def _transport(args: argparse.Namespace) -> Transport:
+    if not args.broker:
+        from venus.capabilities.builtin import builtin_transport
+
+        return builtin_transport()
+    from venus.capabilities.mqtt_transport import MqttTransport
+
+    node = f"venus-call-{uuid.uuid4().hex[:8]}"
+    return MqttTransport(node, args.broker, credentials=args.credentials)
+
+
+def _discover(harness: Any, capability: str, wait_s: float = DISCOVERY_S) -> None:
+    """Wait (a little) for a worker offering ``capability`` to show up on the broker."""
+    deadline = time.monotonic() + wait_s
+    while harness.core.route(capability) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if harness.core.route(capability) is None:
+        log.warning("no worker offers %r at the broker after %.0f s", capability, wait_s)
 
 
 def _configured_journal(args: argparse.Namespace) -> Path:

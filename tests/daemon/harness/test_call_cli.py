@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.services import Broker
+
 VENUS = Path(sys.executable).with_name("venus")
 
 
@@ -53,3 +55,24 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path: Path) -> None:
     code, out, err = call(tmp_path, "clock", "--args", "{nope")
     assert code == 1 and out is None and "--args is not JSON" in err
     assert not (tmp_path / "j").exists()
+
+
+def test_venus_call_reaches_a_worker_over_mqtt(tmp_path: Path, mosquitto: Broker) -> None:
+    """The issue's first-use example: a built-in worker, then `venus call --broker`."""
+    worker = subprocess.Popen(
+        [str(VENUS), "worker", "venus.capabilities.builtin", "--broker", mosquitto.url,
+         "--node-id", "w1"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        code, out, err = call(
+            tmp_path, "calculator", "--args", '{"expression": "2*(3+4)"}', "--broker", mosquitto.url
+        )
+        assert code == 0, err
+        assert out is not None and out["status"] == "completed"
+        assert out["result"]["structuredContent"]["value"] == 14  # type: ignore[index]
+    finally:
+        worker.terminate()
+        worker.wait(timeout=10)
+    assert worker.returncode == 0
