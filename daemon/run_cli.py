@@ -18,6 +18,7 @@ from venus.daemon.cli import config_path, load_for_command
 from venus.errors import ConfigError
 
 if TYPE_CHECKING:
+    from venus.capabilities.transport import Transport
     from venus.daemon.config.schema import VenusConfig
     from venus.daemon.frontend.timeline import ChunkRecord
     from venus.daemon.harness.service import Harness
@@ -137,18 +138,41 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def harness_transports(cfg: VenusConfig) -> list[Transport]:
+    """The built-ins in this process first, then capability workers over MQTT when
+    ``[harness] broker_url`` is set. An unreachable broker is retried in the background:
+    until it answers, only the built-ins are offered."""
+    from venus.capabilities.builtin import builtin_transport
+    from venus.capabilities.mqtt_transport import MqttTransport
+
+    h = cfg.harness
+    transports: list[Transport] = [builtin_transport()]
+    if h.broker_url:
+        transports.append(
+            MqttTransport(
+                h.node_id,
+                h.broker_url,
+                credentials=h.credentials_file,
+                tls_ca=h.tls_ca,
+                tls_cert=h.tls_cert,
+                tls_key=h.tls_key,
+                keepalive_s=h.keepalive_s,
+            )
+        )
+    return transports
+
+
 def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Harness | None:
-    """The harness with the in-process built-in capabilities (MQTT workers: next to come).
+    """The harness with ``harness_transports``.
     Live (``degrade``), a journal that cannot be opened leaves the assistant running
     without delegation, with an ERROR saying why."""
-    from venus.capabilities.builtin import builtin_transport
     from venus.daemon.harness.core import HarnessSettings
     from venus.daemon.harness.service import Harness
     from venus.errors import HarnessError
 
     try:
         harness = Harness.open(
-            journal, [builtin_transport()], HarnessSettings(site_id=cfg.harness.site_id)
+            journal, harness_transports(cfg), HarnessSettings(site_id=cfg.harness.site_id)
         )
     except HarnessError as e:
         if not degrade:
