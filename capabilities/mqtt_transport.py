@@ -64,6 +64,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from venus.capabilities import protocol as p
 from venus.capabilities.contract import Contract
+from venus.capabilities.credentials import read_credentials
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import (
     CallRequest,
@@ -418,18 +419,6 @@ class MqttTransport:
     def _emit_later(self, event: TransportEvent) -> None:
         """Emit from a short-lived thread: ``call`` never answers inline."""
         threading.Thread(target=self._emit, args=(event,), name="venus-mqtt-answer").start()
-
-
-def read_credentials(path: Path) -> tuple[str, str | None]:
-    """``username:password`` from a file (keep it mode 0600)."""
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise CapabilityError(f"cannot read the MQTT credentials file {path}: {e}") from e
-    user, sep, password = text.partition(":")
-    if not user:
-        raise CapabilityError(f"{path}: write the broker credentials as username:password")
-    return user, password if sep else None
 
 
 def _properties(packet_type: int) -> Properties:

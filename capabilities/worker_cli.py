@@ -15,7 +15,6 @@ import argparse
 import importlib
 import logging
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from venus.capabilities.credentials import read_credentials
 from venus.errors import CapabilityError
 
 log = logging.getLogger(__name__)
@@ -118,25 +118,6 @@ def load_capabilities(target: str) -> list[Any]:
             "with @capability"
         )
     return list(items)
-
-
-def read_credentials(path: Path) -> tuple[str, str]:
-    """``(username, password)`` from a ``username:password`` file only its owner reads."""
-    try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise CapabilityError(f"credentials file {path}: {e.strerror}") from e
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise CapabilityError(
-            f"credentials file {path} is readable by others (mode {stat.S_IMODE(mode):o}); "
-            f"run chmod 600 {path}"
-        )
-    lines = [line for line in text.splitlines() if line.strip()]
-    user, sep, password = lines[0].partition(":") if len(lines) == 1 else ("", "", "")
-    if not sep or not user:
-        raise CapabilityError(f"credentials file {path}: put username:password on one line")
-    return user, password
 
 
 def main(argv: Sequence[str] | None = None) -> int:

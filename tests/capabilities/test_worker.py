@@ -319,6 +319,10 @@ def test_bad_messages_are_dropped_and_serving_goes_on(worker: Worker, daemon: Da
 def test_duplicate_calls_are_answered_once(worker: Worker, daemon: Daemon) -> None:
     item = daemon.call("gated", {})
     daemon.call("gated", {}, item_id=item)  # redelivered while running: ignored
+    deadline = time.monotonic() + WAIT_S
+    while worker.dropped["duplicate"] < 1:  # seen as a duplicate while the call still runs
+        assert time.monotonic() < deadline, "the redelivery was never seen"
+        time.sleep(0.01)
     GATE.set()
     events = daemon.replies(item)
     assert [e["event"] for e in events] == ["accepted", "result"]
