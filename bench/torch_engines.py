@@ -201,22 +201,15 @@ class TorchSpeech:
     def speak(
         self, hidden: NDArray[Any], state: TorchCache, sampler: Sampler, max_tokens: int
     ) -> SpeechChunk:
-        """``SpeechDecoderRunner.speak``, token for token (see ``engines.speech``)."""
+        """``SpeechDecoderRunner.speak``: the same loop (``engines.speech.speak_loop``)."""
         _shape(hidden, (1, None, self.cond_dim), "speech condition")
-        empty = np.zeros((1, 0, self.cond_dim), dtype=np.float32)
-        condition, ids = hidden, np.array([[self.start_token]], dtype=np.int64)
-        out: list[int] = []
-        for i in range(max_tokens):
-            logits = self.forward(condition, ids, state)
-            scores = np.array(logits[0, -1], dtype=np.float32)
-            scores[self.start_token] = -np.inf  # input-only, never emitted
-            token = sampler(scores)
-            if token == self.end_token:
-                return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=True)
-            out.append(token)
-            if i + 1 < max_tokens:
-                condition, ids = empty, np.array([[token]], dtype=np.int64)
-        return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=False)
+
+        def forward(condition: NDArray[Any], ids: NDArray[np.int64]) -> NDArray[Any]:
+            return self.forward(condition, ids, state)
+
+        return speech.speak_loop(
+            forward, hidden, self.start_token, self.end_token, sampler, max_tokens
+        )
 
 
 @dataclass

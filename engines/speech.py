@@ -9,6 +9,8 @@ so neither ``end`` nor a chunk's last token enters the cache. One state holds a 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,17 +81,35 @@ class SpeechDecoderRunner:
             raise EngineError(
                 f"speech condition has shape {hidden.shape}; expected [1, n, {self.cond_dim}]"
             )
-        empty = np.zeros((1, 0, self.cond_dim), dtype=np.float32)
-        condition, ids = hidden, np.array([[self.start_token]], dtype=np.int64)
-        out: list[int] = []
-        for i in range(max_tokens):
-            logits = self.forward(condition, ids, state)
-            scores = np.array(logits[0, -1], dtype=np.float32)
-            scores[self.start_token] = -np.inf  # input-only, never emitted
-            token = sampler(scores)
-            if token == self.end_token:
-                return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=True)
-            out.append(token)
-            if i + 1 < max_tokens:
-                condition, ids = empty, np.array([[token]], dtype=np.int64)
-        return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=False)
+        forward = functools.partial(self.forward, state=state)
+        return speak_loop(forward, hidden, self.start_token, self.end_token, sampler, max_tokens)
+
+
+Forward = Callable[[NDArray[Any], NDArray[np.int64]], NDArray[Any]]
+
+
+def speak_loop(
+    forward: Forward,
+    hidden: NDArray[Any],
+    start_token: int,
+    end_token: int,
+    sampler: Sampler,
+    max_tokens: int,
+) -> SpeechChunk:
+    """The decoding loop of one chunk over any ``forward(condition, ids) -> logits`` (the
+    engines' and, in ``venus bench``, the torch reference's): ``start`` is never chosen,
+    and a token is fed back only when another one follows."""
+    empty = np.zeros((1, 0, hidden.shape[2]), dtype=np.float32)
+    condition, ids = hidden, np.array([[start_token]], dtype=np.int64)
+    out: list[int] = []
+    for i in range(max_tokens):
+        logits = forward(condition, ids)
+        scores = np.array(logits[0, -1], dtype=np.float32)
+        scores[start_token] = -np.inf  # input-only, never emitted
+        token = sampler(scores)
+        if token == end_token:
+            return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=True)
+        out.append(token)
+        if i + 1 < max_tokens:
+            condition, ids = empty, np.array([[token]], dtype=np.int64)
+    return SpeechChunk(tokens=np.array(out, dtype=np.int64), ended=False)
