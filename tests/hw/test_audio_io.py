@@ -161,6 +161,9 @@ def test_played_position_matches_when_the_click_is_heard(speaker: Speaker) -> No
             assert abs(reported_at - heard_at) < BUFFER_MS / 4000, (trial, reported_at - heard_at)
 
 
+CAPTURE_SLACK_S = 0.005
+
+
 def test_flush_silences_the_output_within_one_buffer(speaker: Speaker) -> None:
     with Microphone(chunk_s=0.1) as mic, Recorder(mic) as rec:
         speaker.play(tone(1000, 2.0))
@@ -170,7 +173,10 @@ def test_flush_silences_the_output_within_one_buffer(speaker: Speaker) -> None:
         assert speaker.position().queued_samples < SOURCE_RATE * BUFFER_MS / 1000
         heard, times = rec.audio(flushed_at - 0.3, flushed_at + 0.5)
     assert np.sqrt(np.mean(heard[times < flushed_at] ** 2)) > 0.3  # it was playing
-    after = heard[times >= flushed_at + BUFFER_MS / 1000]
+    # + CAPTURE_SLACK_S: the recording's timestamps are estimated per capture block and
+    # its resampler rings for a few samples after the tone stops (seen once under load:
+    # 0.002 decaying to 0.0002 within 2 ms, right at the buffer's end).
+    after = heard[times >= flushed_at + BUFFER_MS / 1000 + CAPTURE_SLACK_S]
     assert np.max(np.abs(after)) < 1e-3
     assert not speaker.playing
 
