@@ -1,247 +1,89 @@
-"""The MQTT wire protocol, as pure code: topics, typed messages, limits (docs/protocol.md).
+"""The MQTT wire protocol, as pure code: typed messages and MQTT 5 properties
+(docs/protocol.md); topics are in ``topics``, payload checks in ``codec``.
 
 Every node writes only under ``venus/v1/nodes/<node>/``. A daemon writes
 ``call/<capability>`` and ``cancel`` under its own node; a worker reads them, handles the
 calls whose ``reply_to`` names it, and answers on ``reply/<daemon>`` under its own node.
 Messages are frozen dataclasses; ``to_json`` gives the payload, ``parse`` checks one
-against its JSON Schema (``schemas/*.json``) and raises ``ProtocolError`` naming the
-topic and what is wrong, never another exception. The network is the transport's job.
+against its JSON Schema and raises ``ProtocolError`` naming the topic and what is wrong,
+never another exception. The network is the transport's job.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import itertools
 import json
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Literal, TypedDict, get_args
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-
+from venus.capabilities.codec import MAX_PAYLOAD_BYTES, SCHEMA_KINDS, decode, encode, schema
 from venus.capabilities.contract import NAME, Contract
 from venus.capabilities.result import ToolResult
+from venus.capabilities.topics import (
+    ITEM_ID,
+    NODE_ID,
+    ROOT,
+    VERSION,
+    ProtocolError,
+    Topic,
+    TopicKind,
+    call_topic,
+    cancel_topic,
+    capabilities_topic,
+    events_topic,
+    health_topic,
+    parse_topic,
+    reply_topic,
+    status_topic,
+    topic_filter,
+)
 from venus.capabilities.transport import Accepted, CallRequest, FinalStatus, Finished, Progress
 from venus.errors import CapabilityError
 
-VERSION = 1  # the "v" of every JSON payload, and the v1 in the topics
-ROOT = "venus/v1/nodes"
-NODE_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # as daemon config's node_id; fullmatch
-ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
-MAX_EXPIRY_S = 2**32 - 1  # MQTT 5 message expiry interval is a four-byte integer
-# 1 MiB: a call with the default evidence inlined fits (10 s of 16 kHz 16-bit WAV is
-# 320 KB, 427 KB as base64, plus a JPEG of at most 448 px a side); see fit_evidence.
-MAX_PAYLOAD_BYTES = 1 << 20
-MAX_TEXT_CHARS = 1000  # a reply's message, a cancel's reason (longer ones are cut)
-MAX_SCHEMA_ERRORS = 3  # violations quoted in one ProtocolError
-MAX_QUOTE_CHARS = 200  # of one violation's text (they quote the offending value)
-SCHEMA_KINDS = ("status", "capabilities", "health", "call", "cancel", "reply")
+__all__ = [
+    "ITEM_ID",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_TEXT_CHARS",
+    "NODE_ID",
+    "OFFLINE",
+    "ONLINE",
+    "ROOT",
+    "SCHEMA_KINDS",
+    "VERSION",
+    "CallMessage",
+    "CallProperties",
+    "CancelMessage",
+    "CapabilitiesMessage",
+    "HealthMessage",
+    "Message",
+    "ProtocolError",
+    "ReplyMessage",
+    "StatusMessage",
+    "Topic",
+    "TopicKind",
+    "call_properties",
+    "call_topic",
+    "cancel_topic",
+    "capabilities_topic",
+    "events_topic",
+    "fit_evidence",
+    "health_topic",
+    "parse_message",
+    "parse_topic",
+    "reply_properties",
+    "reply_topic",
+    "schema",
+    "status_topic",
+    "topic_filter",
+]
 
-TopicKind = Literal["status", "capabilities", "health", "events", "call", "cancel", "reply"]
+MAX_EXPIRY_S = 2**32 - 1  # MQTT 5 message expiry interval is a four-byte integer
+MAX_TEXT_CHARS = 1000  # a reply's message, a cancel's reason (longer ones are cut)
 ReplyEvent = Literal["accepted", "progress", "result"]
 ReplyStatus = Literal["working", "completed", "failed", "cancelled"]
-_PLAIN = ("status", "capabilities", "health", "events", "cancel")  # no argument level
-
-
-class ProtocolError(CapabilityError):
-    """A topic or payload that breaks the protocol; the message names where and what."""
-
-
-# --- topics ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Topic:
-    node: str  # the node that writes it
-    kind: TopicKind
-    arg: str | None = None  # the capability of a call, the daemon a reply goes to
-
-    def __str__(self) -> str:
-        base = f"{ROOT}/{self.node}/{self.kind}"
-        return base if self.arg is None else f"{base}/{self.arg}"
-
-
-def _node(node: str, what: str = "node id") -> str:
-    if not isinstance(node, str) or not NODE_ID.fullmatch(node):
-        raise ProtocolError(
-            f"{node!r} is not a {what}: use 1-64 of a-z, 0-9, '_' and '-', starting with a "
-            "letter or digit"
-        )
-    return node
-
-
-def status_topic(node: str) -> str:
-    return f"{ROOT}/{_node(node)}/status"
-
-
-def capabilities_topic(node: str) -> str:
-    return f"{ROOT}/{_node(node)}/capabilities"
-
-
-def health_topic(node: str) -> str:
-    return f"{ROOT}/{_node(node)}/health"
-
-
-def events_topic(node: str) -> str:
-    return f"{ROOT}/{_node(node)}/events"
-
-
-def call_topic(node: str, capability: str) -> str:
-    """Where daemon ``node`` publishes calls of ``capability``."""
-    if not isinstance(capability, str) or not NAME.fullmatch(capability):
-        raise ProtocolError(f"capability name {capability!r} must match [a-z0-9_]{{1,64}}")
-    return f"{ROOT}/{_node(node)}/call/{capability}"
-
-
-def cancel_topic(node: str) -> str:
-    """Where daemon ``node`` publishes cancels."""
-    return f"{ROOT}/{_node(node)}/cancel"
-
-
-def reply_topic(worker_node: str, daemon_node: str) -> str:
-    """Where ``worker_node`` answers ``daemon_node`` (the call's ``reply_to``)."""
-    return f"{ROOT}/{_node(worker_node)}/reply/{_node(daemon_node)}"
-
-
-def topic_filter(kind: TopicKind, arg: str = "+") -> str:
-    """The subscription for ``kind`` from every node: ``venus/v1/nodes/+/call/<arg>``."""
-    return f"{ROOT}/+/{kind}" if kind in _PLAIN else f"{ROOT}/+/{kind}/{arg}"
-
-
-def parse_topic(topic: str) -> Topic:
-    parts = topic.split("/") if isinstance(topic, str) else []
-    if len(parts) >= 3 and parts[0] == "venus" and parts[1] != "v1" and parts[2] == "nodes":
-        raise ProtocolError(
-            f"{topic!r}: protocol {parts[1]}; this venus speaks v1: upgrade it to talk to that node"
-        )
-    if len(parts) < 5 or "/".join(parts[:3]) != ROOT:
-        raise ProtocolError(f"{topic!r} is not a venus topic ({ROOT}/<node>/<kind>...)")
-    node, kind, rest = parts[3], parts[4], parts[5:]
-    _node(node)
-    if kind in _PLAIN and not rest:
-        return Topic(node, kind)  # type: ignore[arg-type]  # kind is in _PLAIN
-    if kind == "call" and len(rest) == 1 and NAME.fullmatch(rest[0]):
-        return Topic(node, "call", rest[0])
-    if kind == "reply" and len(rest) == 1 and NODE_ID.fullmatch(rest[0]):
-        return Topic(node, "reply", rest[0])
-    raise ProtocolError(
-        f"{topic!r} is not a venus topic: after the node comes status, capabilities, health, "
-        "events, cancel, call/<capability> or reply/<daemon node>"
-    )
-
-
-# --- payloads: JSON, size, version, schema -----------------------------------------------
-@functools.cache
-def _schema_text(kind: str) -> str:
-    if kind not in SCHEMA_KINDS:
-        raise ProtocolError(f"no schema {kind!r}; there are {', '.join(SCHEMA_KINDS)}")
-    return resources.files("venus.capabilities").joinpath(f"schemas/{kind}.json").read_text()
-
-
-def schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of one message kind, a fresh copy."""
-    loaded: dict[str, Any] = json.loads(_schema_text(kind))
-    return loaded
-
-
-@functools.cache
-def _validator(kind: str) -> Any:
-    return Draft202012Validator(schema(kind))
-
-
-def _check(kind: str, doc: object, source: str) -> None:
-    try:
-        errors = list(itertools.islice(_validator(kind).iter_errors(doc), MAX_SCHEMA_ERRORS + 1))
-    except RecursionError as e:
-        raise ProtocolError(f"{source}: the {kind} payload is nested too deeply") from e
-    if errors:
-        quoted = "; ".join(_violation(e) for e in errors[:MAX_SCHEMA_ERRORS])
-        more = " (and more)" if len(errors) > MAX_SCHEMA_ERRORS else ""
-        raise ProtocolError(
-            f"{source}: the {kind} payload breaks the protocol: {quoted}{more} "
-            "(see docs/protocol.md)"
-        )
-
-
-def _violation(error: Any) -> str:
-    if error.validator == "not" and error.validator_value == {}:  # {"not": {}}: a banned key
-        return f"{error.json_path}: not allowed here"
-    return f"{error.json_path}: {_cut(error.message)}"
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_QUOTE_CHARS else text[: MAX_QUOTE_CHARS - 3] + "..."
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc = dict(pairs)
-    if len(doc) != len(pairs):
-        raise ValueError("an object has a key twice")
-    return doc
-
-
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
-
-
-def _decode(kind: str, payload: bytes, source: str) -> dict[str, Any]:
-    """The checked JSON object of a payload; ProtocolError names ``source`` and the fault."""
-    if not isinstance(payload, bytes | bytearray):
-        raise ProtocolError(f"{source}: a payload is bytes, got {type(payload).__name__}")
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ProtocolError(
-            f"{source}: the {kind} payload has {len(payload)} bytes, over the limit of "
-            f"{MAX_PAYLOAD_BYTES}; send large evidence by sha256 reference, not inline"
-        )
-    try:
-        doc = _loads(bytes(payload).decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ProtocolError(f"{source}: the {kind} payload is not UTF-8 (byte {e.start})") from e
-    except (ValueError, RecursionError) as e:
-        raise ProtocolError(f"{source}: the {kind} payload is not JSON: {_cut(str(e))}") from e
-    if not isinstance(doc, dict):
-        raise ProtocolError(f"{source}: a {kind} payload is a JSON object, not {_json_type(doc)}")
-    v = doc.get("v")
-    if type(v) is not int:
-        raise ProtocolError(f'{source}: the {kind} payload has no integer "v" (protocol version)')
-    if v > VERSION:
-        raise ProtocolError(
-            f"{source}: the sender speaks protocol version {v}, this venus speaks {VERSION}: "
-            "upgrade venus on this node"
-        )
-    if v != VERSION:
-        raise ProtocolError(f'{source}: "v" is {v}; protocol versions start at 1')
-    _check(kind, doc, source)
-    return doc
-
-
-def _encode(kind: str, doc: Mapping[str, Any]) -> bytes:
-    """The payload of ``doc``, checked as a receiver will check it."""
-    source = f"outgoing {kind}"
-    try:
-        text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        payload = text.encode("utf-8")
-        _check(kind, _loads(text), source)
-    except (TypeError, ValueError, RecursionError) as e:  # UnicodeEncodeError is a ValueError
-        raise ProtocolError(f"{source}: not JSON: {_cut(str(e))}") from e
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ProtocolError(
-            f"{source}: {len(payload)} bytes, over the limit of {MAX_PAYLOAD_BYTES}; "
-            "reference large evidence by sha256 (fit_evidence) and keep arguments small"
-        )
-    return payload
-
-
-def _json_type(value: object) -> str:
-    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
 
 
 # --- messages ----------------------------------------------------------------------------
@@ -285,11 +127,11 @@ class CapabilitiesMessage:
 
     def to_json(self) -> bytes:
         tools = [c.to_tool() for c in self.capabilities]
-        return _encode("capabilities", {"v": VERSION, "rev": self.rev, "capabilities": tools})
+        return encode("capabilities", {"v": VERSION, "rev": self.rev, "capabilities": tools})
 
     @classmethod
     def parse(cls, payload: bytes, *, source: str) -> CapabilitiesMessage:
-        doc = _decode("capabilities", payload, source)
+        doc = decode("capabilities", payload, source)
         try:
             tools = tuple(
                 Contract.from_tool(t, f"capabilities[{i}]")
@@ -313,11 +155,11 @@ class HealthMessage:
             raise ProtocolError('health fields may not set "v": the protocol version is added')
 
     def to_json(self) -> bytes:
-        return _encode("health", {"v": VERSION, **self.fields})
+        return encode("health", {"v": VERSION, **self.fields})
 
     @classmethod
     def parse(cls, payload: bytes, *, source: str) -> HealthMessage:
-        doc = _decode("health", payload, source)
+        doc = decode("health", payload, source)
         return cls({k: v for k, v in doc.items() if k != "v"})
 
 
@@ -374,11 +216,11 @@ class CallMessage:
         }
 
     def to_json(self) -> bytes:
-        return _encode("call", self.to_doc())
+        return encode("call", self.to_doc())
 
     @classmethod
     def parse(cls, payload: bytes, *, source: str) -> CallMessage:
-        d = _decode("call", payload, source)
+        d = decode("call", payload, source)
         try:
             return cls(
                 d["item_id"],
@@ -431,11 +273,11 @@ class CancelMessage:
 
     def to_json(self) -> bytes:
         reason = self.reason[:MAX_TEXT_CHARS]
-        return _encode("cancel", {"v": VERSION, "item_id": self.item_id, "reason": reason})
+        return encode("cancel", {"v": VERSION, "item_id": self.item_id, "reason": reason})
 
     @classmethod
     def parse(cls, payload: bytes, *, source: str) -> CancelMessage:
-        d = _decode("cancel", payload, source)
+        d = decode("cancel", payload, source)
         return cls(d["item_id"], d["reason"])
 
 
@@ -478,11 +320,11 @@ class ReplyMessage:
             doc["message"] = self.message[:MAX_TEXT_CHARS]
         if self.result is not None:
             doc["result"] = self.result.to_json()
-        return _encode("reply", doc)
+        return encode("reply", doc)
 
     @classmethod
     def parse(cls, payload: bytes, *, source: str) -> ReplyMessage:
-        d = _decode("reply", payload, source)
+        d = decode("reply", payload, source)
         try:
             result = None
             if "result" in d:
