@@ -43,13 +43,20 @@ every worker counts as offline until its retained status arrives again (without 
 ``ProviderLost``: a worker that vanished during the outage is also left to the timeout).
 ``stop`` publishes ``offline`` and disconnects with session expiry 0; calls still in
 flight then get no more events (the journal re-dispatches or fails them at the next start).
+
+**Sharing the connection.** The broker allows one connection per client id, so what else
+the daemon publishes (its ``health`` and ``events``, Home Assistant discovery) goes
+through this transport: ``publish``, ``subscribe`` (a handler per topic filter outside
+the protocol's own, re-subscribed on every connect) and ``on_connect`` callbacks. Those
+run on paho's network thread and must not block.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +148,8 @@ class MqttTransport:
         self._calls: dict[str, _Call] = {}  # outstanding, by item id
         self._on_event: EventSink | None = None
         self._connected = False
+        self._handlers: dict[str, Callable[[str, bytes], None]] = {}  # filter -> handler
+        self._connect_hooks: list[Callable[[], None]] = []
         self._client = client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=node_id,
@@ -198,6 +207,39 @@ class MqttTransport:
     def connected(self) -> bool:
         with self._lock:
             return self._connected
+
+    # --- sharing the connection ----------------------------------------------------------
+    def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> bool:
+        """Queue a QoS-1 publish; False (nothing sent) while disconnected."""
+        if not self.connected:
+            return False
+        return bool(self._client.publish(topic, payload, QOS, retain=retain).rc == 0)
+
+    def publish_health(self, fields: Mapping[str, Any]) -> bool:
+        """The retained ``health`` snapshot of this node (``at`` is added)."""
+        message = p.HealthMessage({"at": round(time.time(), 3), **fields})
+        return self.publish(p.health_topic(self.node), message.to_json(), retain=True)
+
+    def publish_event(self, fields: Mapping[str, Any]) -> bool:
+        """One lifecycle event on this node's ``events`` topic, for observers."""
+        return self.publish(p.events_topic(self.node), p.event_payload(fields))
+
+    def subscribe(self, topic_filter: str, handler: Callable[[str, bytes], None]) -> None:
+        """Route messages on ``topic_filter`` to ``handler(topic, payload)`` (paho's thread:
+        no blocking), subscribed now if connected and again on every connect."""
+        with self._lock:
+            self._handlers[topic_filter] = handler
+            connected = self._connected
+        if connected:
+            self._client.subscribe(topic_filter, options=SubscribeOptions(qos=QOS))
+
+    def on_connect(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` after every (re)connect (paho's thread: no blocking)."""
+        with self._lock:
+            self._connect_hooks.append(hook)
+            connected = self._connected
+        if connected:
+            hook()
 
     # --- the registry --------------------------------------------------------------------
     def contracts(self) -> Sequence[Contract]:
@@ -298,13 +340,21 @@ class MqttTransport:
                     w.online = False
         log.info("connected to the MQTT broker %s:%s as %s", self._host, self._port, self.node)
         client.publish(self._status_topic, p.ONLINE.to_json(), QOS, retain=True)
+        with self._lock:
+            extra, hooks = list(self._handlers), list(self._connect_hooks)
         client.subscribe(
             [
                 (p.topic_filter("status"), SubscribeOptions(qos=QOS)),
                 (p.topic_filter("capabilities"), SubscribeOptions(qos=QOS)),
                 (p.topic_filter("reply", self.node), SubscribeOptions(qos=QOS)),
+                *((f, SubscribeOptions(qos=QOS)) for f in extra),
             ]
         )
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # a broken hook must not end paho's network thread
+                log.exception("an on_connect hook failed")
 
     def _on_disconnect(
         self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason: Any, _props: Any
@@ -315,6 +365,17 @@ class MqttTransport:
             log.warning("lost the MQTT broker (%s); reconnecting", reason)
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with self._lock:
+            handler = next(
+                (h for f, h in self._handlers.items() if mqtt.topic_matches_sub(f, msg.topic)),
+                None,
+            )
+        if handler is not None:
+            try:
+                handler(msg.topic, bytes(msg.payload))
+            except Exception:  # a broken handler must not end paho's network thread
+                log.exception("the handler of %s failed", msg.topic)
+            return
         try:
             topic = p.parse_topic(msg.topic)
         except p.ProtocolError as e:

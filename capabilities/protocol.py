@@ -68,6 +68,7 @@ __all__ = [
     "call_topic",
     "cancel_topic",
     "capabilities_topic",
+    "event_payload",
     "events_topic",
     "fit_evidence",
     "health_topic",
@@ -161,6 +162,22 @@ class HealthMessage:
     def parse(cls, payload: bytes, *, source: str) -> HealthMessage:
         doc = decode("health", payload, source)
         return cls({k: v for k, v in doc.items() if k != "v"})
+
+
+def event_payload(fields: Mapping[str, Any]) -> bytes:
+    """An ``events`` payload: ``{"v": 1, "at": <Unix time>, **fields}``. Events are for
+    observers (dashboards, loggers); no node acts on them, so they have no schema."""
+    if "v" in fields:
+        raise ProtocolError('event fields may not set "v": the protocol version is added')
+    doc = {"v": VERSION, "at": round(time.time(), 3), **fields}
+    try:
+        payload = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"outgoing event: not JSON: {e}") from e
+    data = payload.encode()
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise ProtocolError(f"outgoing event: {len(data)} bytes, over {MAX_PAYLOAD_BYTES}")
+    return data
 
 
 @dataclass(frozen=True)

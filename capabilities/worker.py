@@ -22,6 +22,10 @@ answered gets the same final reply again (the last ``FINISHED_KEPT`` are kept). 
 for an unknown call is remembered (``CANCELS_KEPT``, for ``CANCEL_MEMORY_S``) so that its
 call, if it comes later, is answered ``cancelled`` without running. On every (re)connect
 the worker publishes ``online`` and its capabilities again and re-subscribes.
+
+For observers it keeps a retained ``health`` snapshot (calls in flight, answered,
+dropped by reason) and publishes an ``events`` line when a call is accepted and when
+it ends.
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ class Worker:
         self._taking = False
         self._dispatcher: threading.Thread | None = None
         self.dropped: collections.Counter[str] = collections.Counter()
+        self._answered = 0  # final replies sent
 
     # --- life ----------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> None:
@@ -228,6 +233,7 @@ class Worker:
         publish = self._client.publish
         publish(protocol.status_topic(node), protocol.ONLINE.to_json(), qos=1, retain=True)
         publish(protocol.capabilities_topic(node), self._announce.to_json(), qos=1, retain=True)
+        self._health()
         filters = [(protocol.topic_filter("cancel"), 1)]
         filters += [(protocol.topic_filter("call", c.name), 1) for c in self._announce.capabilities]
         self._client.subscribe(filters)
@@ -310,6 +316,8 @@ class Worker:
             log.warning("worker %s: an event for no call: %s", self.node_id, event)
             return
         reply = dataclasses.replace(ReplyMessage.from_event(event), item_id=call.item_id)
+        if isinstance(event, Accepted):
+            self._event("accepted", call, reply)
         if isinstance(event, Finished):
             self._finish(call, reply)
         else:
@@ -324,7 +332,29 @@ class Worker:
             self._finished[key] = call
             while len(self._finished) > FINISHED_KEPT:
                 self._finished.popitem(last=False)
+            self._answered += 1
         self._publish(call, final)
+        self._event("finished", call, final)
+        self._health()
+
+    # --- for observers -------------------------------------------------------------------
+    def _health(self) -> None:
+        with self._lock:
+            fields = {
+                "state": "serving" if self._taking else "stopping",
+                "in_flight": len(self._calls),
+                "answered": self._answered,
+                "dropped": dict(self.dropped),
+            }
+        payload = protocol.HealthMessage(fields | {"at": round(time.time(), 3)}).to_json()
+        self._client.publish(protocol.health_topic(self.node_id), payload, qos=1, retain=True)
+
+    def _event(self, kind: str, call: _Call, reply: ReplyMessage) -> None:
+        fields = {"event": kind, "item_id": call.item_id, "daemon": call.daemon}
+        if reply.event == "result":
+            fields["status"] = reply.status
+        payload = protocol.event_payload(fields)
+        self._client.publish(protocol.events_topic(self.node_id), payload, qos=1)
 
     def _publish(self, call: _Call, reply: ReplyMessage) -> None:
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]

@@ -51,17 +51,25 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--credentials", type=Path, metavar="FILE", help="file with username:password (chmod 600)"
     )
     p.add_argument(
-        "--concurrency", type=int, default=4, metavar="N", help="calls run at once (default 4)"
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="calls run at once (default 4; 20 when serving the timer, whose pending "
+        "timers each hold one)",
     )
     p.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from venus.capabilities.builtin import worker_concurrency
     from venus.capabilities.worker import Worker
 
     capabilities = load_capabilities(args.target)
     credentials = read_credentials(args.credentials) if args.credentials else None
-    if args.concurrency < 1:
+    concurrency = args.concurrency
+    if concurrency is None:
+        concurrency = worker_concurrency(capabilities)
+    if concurrency < 1:
         raise CapabilityError(f"--concurrency must be at least 1, got {args.concurrency}")
     worker = Worker(
         args.node_id,
@@ -71,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         tls_ca=args.tls_ca,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
-        concurrency=args.concurrency,
+        concurrency=concurrency,
     )
     done = threading.Event()
 

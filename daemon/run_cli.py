@@ -18,7 +18,6 @@ from venus.daemon.cli import config_path, load_for_command
 from venus.errors import ConfigError
 
 if TYPE_CHECKING:
-    from venus.capabilities.transport import Transport
     from venus.daemon.config.schema import VenusConfig
     from venus.daemon.frontend.timeline import ChunkRecord
     from venus.daemon.harness.service import Harness
@@ -127,39 +126,31 @@ def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    from venus.daemon.broadcast import open_broadcast
+
     live = progress if sys.stdout.isatty() else _periodic_summary()
     harness = _open_harness(cfg, args.journal or cfg.harness.journal, degrade=True)
+    muted = threading.Event()
+    if cfg.audio.muted:
+        muted.set()
+    broadcast = open_broadcast(harness, muted, cfg.homeassistant) if harness else None
+
+    def on_record(record: ChunkRecord) -> None:
+        live(record)
+        if broadcast is not None:
+            broadcast.on_record(record)
+
     try:
-        stats = run_realtime(cfg, engines, stop, args.timeline, live, harness=harness)
+        stats = run_realtime(
+            cfg, engines, stop, args.timeline, on_record, harness=harness, muted=muted
+        )
     finally:
+        if broadcast is not None:
+            broadcast.stop()
         if harness is not None:
             harness.stop()
     log.info("stopped after %d chunks (%d playback cuts)", stats.chunks, stats.cuts)
     return 0
-
-
-def harness_transports(cfg: VenusConfig) -> list[Transport]:
-    """The built-ins in this process first, then capability workers over MQTT when
-    ``[harness] broker_url`` is set. An unreachable broker is retried in the background:
-    until it answers, only the built-ins are offered."""
-    from venus.capabilities.builtin import builtin_transport
-    from venus.capabilities.mqtt_transport import MqttTransport
-
-    h = cfg.harness
-    transports: list[Transport] = [builtin_transport()]
-    if h.broker_url:
-        transports.append(
-            MqttTransport(
-                h.node_id,
-                h.broker_url,
-                credentials=h.credentials_file,
-                tls_ca=h.tls_ca,
-                tls_cert=h.tls_cert,
-                tls_key=h.tls_key,
-                keepalive_s=h.keepalive_s,
-            )
-        )
-    return transports
 
 
 def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Harness | None:
@@ -168,6 +159,7 @@ def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Har
     without delegation, with an ERROR saying why."""
     from venus.daemon.harness.core import HarnessSettings
     from venus.daemon.harness.service import Harness
+    from venus.daemon.transports import harness_transports
     from venus.errors import HarnessError
 
     try:

@@ -6,6 +6,16 @@ machine with neither, an explicit zone fails and the default falls back to UTC, 
 why in the answer.
 
 ``calculator``: exact arithmetic and unit conversion (``calculator.py``).
+
+``timer``: countdown timers, set / cancel / list (``timer.py``). A ``set`` call runs until
+its timer is due and its answer comes late, so each pending timer holds a worker thread:
+``builtin_transport`` has ``MAX_TIMERS`` threads beyond the four other calls use, and so
+has a ``venus worker`` serving the timer unless ``--concurrency`` says otherwise
+(``worker_concurrency``).
+
+``mqtt_device`` (``mqtt_device.py``) and ``reason`` (``reason.py``) need settings (a
+devices file and a broker; an endpoint URL), so they are not in ``BUILTINS``: the daemon
+adds them from ``[capabilities]``.
 """
 
 from __future__ import annotations
@@ -13,11 +23,12 @@ from __future__ import annotations
 import os
 import time
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
 from venus.capabilities.builtin.calculator import calculator_capability
+from venus.capabilities.builtin.timer import MAX_TIMERS, TIMER, timer_capability
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
 from venus.capabilities.result import ToolResult
@@ -145,9 +156,23 @@ def clock_capability(
     return Capability(CLOCK, handle)
 
 
-BUILTINS: tuple[Capability, ...] = (clock_capability(), calculator_capability())
+BUILTINS: tuple[Capability, ...] = (
+    clock_capability(),
+    calculator_capability(),
+    timer_capability(),  # one registry of pending timers for the process
+)
+OTHER_CALLS = 4  # threads left for calls other than pending timers
 
 
-def builtin_transport() -> InProcessTransport:
-    """The built-ins behind one in-process transport (the daemon and ``venus call``)."""
-    return InProcessTransport(BUILTINS)
+def builtin_transport(extra: Sequence[Capability] = ()) -> InProcessTransport:
+    """The built-ins, and ``extra`` ones configured by the daemon (``mqtt_device``,
+    ``reason``), behind one in-process transport (the daemon and ``venus call``); up to
+    ``MAX_TIMERS`` pending timers never starve the other calls."""
+    return InProcessTransport([*BUILTINS, *extra], max_workers=OTHER_CALLS + MAX_TIMERS)
+
+
+def worker_concurrency(capabilities: Sequence[Capability]) -> int:
+    """A worker's default thread count: ``OTHER_CALLS``, plus ``MAX_TIMERS`` when it
+    serves the timer (each pending timer holds a thread until it is due)."""
+    timers = any(c.contract == TIMER for c in capabilities)
+    return OTHER_CALLS + (MAX_TIMERS if timers else 0)

@@ -278,6 +278,62 @@ class HarnessConfig:
             raise ValueError("tls_cert and tls_key go together: set both or neither")
 
 
+def _http_url(value: str) -> str:
+    if value == "":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{value!r} is not an HTTP URL; use e.g. http://127.0.0.1:8080/v1 "
+            '(an OpenAI-compatible API base), or "" to leave reason off'
+        )
+    return value
+
+
+@dataclass(config=_SECTION)
+class CapabilitiesConfig:
+    devices_file: Path | None = Field(
+        default=None,
+        description="Devices for mqtt_device (TOML, see systemd/devices.example.toml); "
+        "needs harness.broker_url. Unset: no mqtt_device.",
+    )
+    devices_credentials_file: Path | None = Field(
+        default=None,
+        description="'username:password' for mqtt_device's own connection (mode 0600); "
+        "a broker with the shipped ACL needs a user allowed on the device topics.",
+    )
+    reason_url: Annotated[StrictStr, AfterValidator(_http_url)] = Field(
+        default="",
+        description='OpenAI-compatible API base for reason, e.g. "http://127.0.0.1:8080/v1"; '
+        '"" leaves reason off.',
+    )
+    reason_model: StrictStr = Field(
+        default="", max_length=200, description="The model name sent to that endpoint."
+    )
+    reason_key_file: Path | None = Field(
+        default=None, description="File with the endpoint's API key (mode 0600); unset: no key."
+    )
+    reason_timeout_s: StrictFloat = Field(
+        default=60.0, gt=0.0, le=600.0, description="How long reason waits for an answer."
+    )
+
+
+@dataclass(config=_SECTION)
+class HomeAssistantConfig:
+    enabled: StrictBool = Field(
+        default=True,
+        description="Appear in Home Assistant by MQTT discovery (needs harness.broker_url).",
+    )
+    name: StrictStr = Field(
+        default="Venus", min_length=1, max_length=64, description="The device's name there."
+    )
+    discovery_prefix: StrictStr = Field(
+        default="homeassistant",
+        pattern=r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$",
+        description="Home Assistant's MQTT discovery prefix.",
+    )
+
+
 @dataclass(config=_SECTION)
 class ServiceConfig:
     watchdog: StrictBool = Field(
@@ -307,5 +363,7 @@ class VenusConfig:
     video: VideoConfig = field(default_factory=VideoConfig)
     playback: PlaybackConfig = field(default_factory=PlaybackConfig)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
+    homeassistant: HomeAssistantConfig = field(default_factory=HomeAssistantConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

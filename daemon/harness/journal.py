@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -92,6 +92,9 @@ class Journal:
         self.read_only = read_only
         self._db: sqlite3.Connection | None = db
         self._lock = threading.Lock()
+        # Told of every transition once it is committed: (item after, state before or
+        # None for a new item, reason). On the writer's thread; must not block.
+        self.watchers: list[Callable[[WorkItem, State | None, str], None]] = []
 
     @classmethod
     def open(cls, path: Path, *, read_only: bool = False) -> Journal:
@@ -159,6 +162,7 @@ class Journal:
                 "INSERT INTO transitions (item_id, old, new, at, reason) VALUES (?, NULL, ?, ?, ?)",
                 (item.id, State.QUEUED.value, item.updated_at, reason),
             )
+        self._tell(item, None, reason)
 
     def move(
         self,
@@ -211,7 +215,16 @@ class Journal:
                     "INSERT INTO results (item_id, status, result, at) VALUES (?, ?, ?, ?)",
                     (item_id, _status(new, result), json.dumps(result.to_json()), at),
                 )
-            return self._get(db, item_id)
+            moved = self._get(db, item_id)
+        self._tell(moved, old.state, reason)
+        return moved
+
+    def _tell(self, item: WorkItem, old: State | None, reason: str) -> None:
+        for watcher in self.watchers:
+            try:
+                watcher(item, old, reason)
+            except Exception:  # an observer must not undo or stop the journal's work
+                log.exception("a journal watcher failed on %s", item.id)
 
     def add_evidence(self, sha256: str, size: int) -> None:
         """Record an evidence snapshot (``EvidenceStore.freeze``); a second time is a no-op."""

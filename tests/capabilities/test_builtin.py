@@ -17,8 +17,10 @@ from venus.capabilities.builtin import (
     clock_capability,
     find_zone,
     local_zone,
+    worker_concurrency,
 )
 from venus.capabilities.builtin.calculator import CALCULATOR
+from venus.capabilities.builtin.timer import MAX_TIMERS, TIMER
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Context
 from venus.capabilities.result import ToolResult
@@ -63,12 +65,17 @@ def run(arguments: dict[str, Any], **kw: Any) -> ToolResult:
 
 
 def test_the_contract() -> None:
-    assert [c.contract for c in BUILTINS] == [CLOCK, CALCULATOR]
+    assert [c.contract for c in BUILTINS] == [CLOCK, CALCULATOR, TIMER]
     assert CLOCK.idempotent and CLOCK.deliver == "when_idle" and CLOCK.evidence == "none"
     assert (CLOCK.freshness_s, CLOCK.timeout_s) == (60.0, 2.0)
     assert CLOCK.output_schema is not None
     assert Contract.from_tool(CLOCK.to_tool()) == CLOCK
-    assert builtin_transport().contracts() == (CLOCK, CALCULATOR)
+    assert builtin_transport().contracts() == (CLOCK, CALCULATOR, TIMER)
+
+
+def test_a_worker_serving_the_timer_gets_a_thread_per_timer() -> None:
+    assert worker_concurrency(BUILTINS) == 4 + MAX_TIMERS
+    assert worker_concurrency(BUILTINS[:2]) == 4
 
 
 @needs_tz

@@ -373,7 +373,7 @@ def test_command_serves_builtins_and_stops_on_sigterm(mosquitto: Broker, daemon:
     try:
         assert daemon.next(f"{ROOT}/w1/status", 30)[0] == b"online"
         tools = json.loads(daemon.next(f"{ROOT}/w1/capabilities")[0])
-        assert {t["name"] for t in tools["capabilities"]} == {"clock", "calculator"}
+        assert {t["name"] for t in tools["capabilities"]} == {"clock", "calculator", "timer"}
         item = daemon.call("calculator", {"expression": "2*(3+4)"})
         assert daemon.replies(item)[-1]["result"]["structuredContent"]["value"] == 14
         proc.send_signal(signal.SIGTERM)
@@ -401,6 +401,7 @@ def test_loading_and_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert [c.contract.name for c in load_capabilities("venus.capabilities.builtin")] == [
         "clock",
         "calculator",
+        "timer",
     ]
     (tmp_path / "my_tools.py").write_text(
         "from venus.capabilities.worker import capability\n"
@@ -430,3 +431,19 @@ def test_loading_and_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(CapabilityError, match="username:password"):
         read_credentials(secret)
     assert os.stat(secret).st_mode & 0o077 == 0
+
+
+def test_health_and_events_for_observers(worker: Worker, daemon: Daemon) -> None:
+    daemon.client.subscribe([(f"{ROOT}/w1/health", 1), (f"{ROOT}/w1/events", 1)])
+    health, retained = daemon.next(f"{ROOT}/w1/health")
+    first = json.loads(health)
+    assert retained and first["v"] == 1 and first["state"] == "serving"
+    item_id = daemon.call("count", {"n": 2})  # its replies are skipped by next() below
+    events = [json.loads(daemon.next(f"{ROOT}/w1/events")[0]) for _ in range(2)]
+    assert [(e["event"], e["item_id"], e["daemon"]) for e in events] == [
+        ("accepted", item_id, "d1"),
+        ("finished", item_id, "d1"),
+    ]
+    assert events[1]["status"] == "completed" and events[1]["at"] >= first["at"]
+    after = json.loads(daemon.next(f"{ROOT}/w1/health")[0])
+    assert after["answered"] == first["answered"] + 1 and after["in_flight"] == 0

@@ -1,0 +1,154 @@
+"""The live daemon's health, events and Home Assistant values, through a real mosquitto,
+a real harness (journal on disk, the built-ins in process) and its MQTT transport."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from support.services import Broker, wait_until
+
+from venus.capabilities.builtin import builtin_transport
+from venus.capabilities.mqtt_transport import MqttTransport
+from venus.daemon.broadcast import Broadcast, open_broadcast
+from venus.daemon.config.schema import HomeAssistantConfig
+from venus.daemon.frontend.timeline import ChunkRecord
+from venus.daemon.harness.core import Capture
+from venus.daemon.harness.service import Harness
+
+WAIT_S = 10.0
+NODE = "venus"
+BASE = f"venus/v1/nodes/{NODE}"
+
+
+class Watcher:
+    """A raw client on the daemon's subtree and Home Assistant's discovery."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.got: queue.Queue[tuple[str, bytes]] = queue.Queue()
+        subscribed = threading.Event()
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="watcher", protocol=mqtt.MQTTv5)
+        c.on_message = lambda _c, _u, m: self.got.put((m.topic, bytes(m.payload)))
+        c.on_subscribe = lambda *_: subscribed.set()
+        c.connect(broker.host, broker.port)
+        c.loop_start()
+        c.subscribe([(f"{BASE}/#", 1), ("homeassistant/#", 1)])
+        assert subscribed.wait(WAIT_S)
+        self.client = c
+
+    def until(self, topic: str, want: bytes | None = None) -> bytes:
+        """The next payload on ``topic`` (equal to ``want`` if given), skipping others."""
+        while True:
+            got, payload = self.got.get(timeout=WAIT_S)
+            if got == topic and (want is None or payload == want):
+                return payload
+
+    def events(self, item_id: str, until_state: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while not out or out[-1]["to"] != until_state:
+            doc = json.loads(self.until(f"{BASE}/events"))
+            if doc["item_id"] == item_id:
+                out.append(doc)
+        return out
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def daemon(mosquitto: Broker, tmp_path: Path) -> Iterator[tuple[Harness, Broadcast, Watcher]]:
+    watcher = Watcher(mosquitto)
+    harness = Harness.open(
+        tmp_path / "journal.sqlite3", [builtin_transport(), MqttTransport(NODE, mosquitto.url)]
+    )
+    muted = threading.Event()
+    broadcast = open_broadcast(harness, muted, HomeAssistantConfig(name="Test Venus"))
+    assert broadcast is not None
+    harness.start()
+    wait_until(lambda: broadcast.transport.connected, "the daemon's connection")
+    yield harness, broadcast, watcher
+    broadcast.stop()
+    harness.stop()
+    watcher.close()
+
+
+def record(**fields: Any) -> ChunkRecord:
+    values: dict[str, Any] = dict(
+        index=0, start_s=0.0, decision="listen", text="", text_tokens=0, speech_tokens=0,
+        reply_id=None, reply_ended=False, delegations=(), results=(), context_tokens=10,
+        evicted_tokens=0, vision=False, speech_ratio=0.0, playback_stopped=False,
+        latency_ms={"total": 1.0}, deadline_missed=False, degraded=(),
+    )  # fmt: skip
+    values.update(fields)
+    return ChunkRecord(**values)
+
+
+def test_a_work_item_is_seen_by_observers_and_home_assistant(
+    daemon: tuple[Harness, Broadcast, Watcher],
+) -> None:
+    harness, _broadcast, watcher = daemon
+    config = json.loads(watcher.until(f"homeassistant/device/{NODE}/config"))
+    assert config["dev"]["name"] == "Test Venus"
+    watcher.until(f"{BASE}/ha/pending", b"0")
+    item_id = harness.submit(Capture("calculator", {"expression": "6*7"}, session_id="s1"))
+    events = watcher.events(item_id, "completed")
+    assert [(e["from"], e["to"]) for e in events] == [
+        (None, "queued"),
+        ("queued", "running"),
+        ("running", "completed"),
+    ]
+    assert all(e["capability"] == "calculator" and e["v"] == 1 for e in events)
+    watcher.until(f"{BASE}/ha/pending", b"0")  # back to none pending (it was 1)
+    finished = json.loads(watcher.until(f"{BASE}/ha/finished"))
+    assert finished["event_type"] == "completed" and finished["item_id"] == item_id
+    assert "42" in finished["text"]
+
+
+def test_presence_follows_speech_and_work(daemon: tuple[Harness, Broadcast, Watcher]) -> None:
+    harness, broadcast, watcher = daemon
+    watcher.until(f"{BASE}/ha/state", b"listening")
+    broadcast.on_record(record(decision="speak", reply_id=1))
+    watcher.until(f"{BASE}/ha/state", b"speaking")
+    broadcast.on_record(record(decision="speak", reply_id=1, reply_ended=True))
+    watcher.until(f"{BASE}/ha/state", b"listening")
+    timer = {"action": "set", "seconds": 60}
+    item_id = harness.submit(Capture("timer", timer, session_id="s1"))
+    watcher.until(f"{BASE}/ha/pending", b"1")
+    watcher.until(f"{BASE}/ha/state", b"thinking")  # a timer is pending
+    harness.cancel(item_id, "test over")
+    watcher.until(f"{BASE}/ha/state", b"listening")
+    health = broadcast.health()
+    assert health["chunks"] == 2 and health["pending"] == 0 and health["state"] == "listening"
+
+
+def test_the_mute_switch_mutes_the_microphone_and_health_says_so(
+    daemon: tuple[Harness, Broadcast, Watcher],
+) -> None:
+    _harness, broadcast, watcher = daemon
+    watcher.until(f"{BASE}/ha/mute", b"OFF")
+    watcher.client.publish(f"{BASE}/ha/mute/set", b"ON", qos=1)
+    watcher.until(f"{BASE}/ha/mute", b"ON")
+    assert broadcast.muted.is_set()
+    health = json.loads(watcher.until(f"{BASE}/health"))
+    while not health["muted"]:  # the retained one from connect may come first
+        health = json.loads(watcher.until(f"{BASE}/health"))
+    assert health["state"] == "listening" and health["mqtt"]["connects"] >= 1
+    watcher.client.publish(f"{BASE}/ha/mute/set", b"OFF", qos=1)
+    watcher.until(f"{BASE}/ha/mute", b"OFF")
+    assert not broadcast.muted.is_set()
+
+
+def test_without_a_broker_there_is_nothing_to_broadcast(tmp_path: Path) -> None:
+    harness = Harness.open(tmp_path / "journal.sqlite3", [builtin_transport()])
+    try:
+        assert open_broadcast(harness, threading.Event(), HomeAssistantConfig()) is None
+    finally:
+        harness.core.journal.close()
