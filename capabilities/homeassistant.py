@@ -164,9 +164,7 @@ class HomeAssistantLink:
     def set_muted(self, muted: bool) -> None:
         self._set("mute", "ON" if muted else "OFF")
 
-    def item_finished(
-        self, item_id: str, capability: str, status: str, text: str = ""
-    ) -> None:
+    def item_finished(self, item_id: str, capability: str, status: str, text: str = "") -> None:
         if status not in FINISHED:
             raise ValueError(f"status {status!r} is not one of {', '.join(FINISHED)}")
         event: Mapping[str, str] = {
