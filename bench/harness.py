@@ -1,4 +1,4 @@
-"""``venus bench harness``: how fast work items go through the harness (in-process transport).
+"""``venus bench harness``: how fast work items go through the harness (in-process, or MQTT).
 
 ``--items`` calls of a capability that answers at once go through the daemon's harness
 (``venus.daemon.harness.service.Harness``: journal, evidence, core, its thread) as the
@@ -13,6 +13,15 @@ and items per second over the whole run. ``--rate`` paces the submissions (laten
 without a queue); ``--rate 0`` submits them all at once (throughput). The journal runs
 twice side by side: on the directory given (``--dir``, default a temporary one: this
 machine's disk) and on ``/dev/shm`` (memory: what the fsyncs of ``synchronous=FULL`` cost).
+
+With ``--broker mqtt://HOST:PORT`` the calls go over MQTT instead: a capability worker
+(node ``bench-worker``) is started in this process on that broker and the harness calls
+it through its MQTT transport (node ``bench-daemon``), beside the same calls through the
+in-process transport as the baseline. Reported: the round trip (submit -> call published
+-> worker runs it -> reply -> item completed) p50 / p99, and calls per second, for a
+paced load (``--rate``), a sustained one (``--in-flight`` calls kept in flight) and a
+burst (all ``--items`` at once), with mqtt / in-process ratios. A broker that cannot be
+reached within 5 s is an error. See ``venus.bench.harness_mqtt``.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +51,7 @@ from venus.daemon.harness.service import Harness
 from venus.errors import BenchError
 
 SESSION = "bench"
+ECHO = Contract(name="echo", timeout_s=30, freshness_s=3600, idempotent=True)
 
 
 @dataclass(frozen=True)
@@ -90,8 +100,7 @@ def echo(ctx: Context) -> str:
 
 
 def measure(root: Path, items: int, where: str, rate: float) -> Figures:
-    contract = Contract(name="echo", timeout_s=30, freshness_s=3600, idempotent=True)
-    transport = Timed(InProcessTransport([Capability(contract, echo)]))
+    transport = Timed(InProcessTransport([Capability(ECHO, echo)]))
     journal = Journal.open(root / "journal.sqlite3")
     harness = Harness(HarnessCore(journal, EvidenceStore(journal.evidence_dir), [transport]))
     harness.start(resume=False)
@@ -167,6 +176,13 @@ def render(rows: list[Figures], info: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.items < 1:
         raise BenchError("--items must be at least 1")
+    if args.broker:
+        from venus.bench.harness_mqtt import run as run_over_broker
+
+        return run_over_broker(args)
+    for given, name in ((args.credentials, "--credentials"), (args.in_flight, "--in-flight")):
+        if given is not None:
+            raise BenchError(f"{name} goes with --broker URL; add it, or leave {name} out")
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as disk:
         where = f"disk ({args.dir or tempfile.gettempdir()})"
@@ -175,15 +191,26 @@ def run(args: argparse.Namespace) -> int:
     if shm.is_dir() and os.access(shm, os.W_OK):
         with tempfile.TemporaryDirectory(dir=shm) as mem:
             rows.append(measure(Path(mem), args.items, "memory (/dev/shm)", args.rate))
+    info = {"items": args.items, "rate": args.rate}
+    return report(rows, info, render, args.json)
+
+
+def report(
+    rows: Sequence[Any],
+    info: dict[str, Any],
+    render: Callable[[Any, dict[str, Any]], str],
+    json_path: Path | None,
+) -> int:
+    """Print the table (with the machine and command added to ``info``) and write the
+    rows as JSON when asked; 0, the command's exit status."""
     info = {
-        "items": args.items,
-        "rate": args.rate,
+        **info,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
         "command": " ".join(["venus", *sys.argv[1:]]),
     }
     sys.stdout.write(render(rows, info))
-    if args.json:
-        args.json.write_text(json.dumps({**info, "rows": [asdict(r) for r in rows]}, indent=2))
+    if json_path:
+        json_path.write_text(json.dumps({**info, "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 
 
@@ -200,10 +227,34 @@ def register(kinds: argparse._SubParsersAction[Any]) -> None:
         type=float,
         default=20.0,
         help="items submitted per second (default 20: latency unloaded); 0 submits all at once "
-        "(throughput, with queueing in the latencies)",
+        "(throughput, with queueing in the latencies); with --broker, 0 leaves the paced load out",
     )
     p.add_argument(
-        "--dir", type=Path, metavar="DIR", help="where the disk journal goes (default: a temp dir)"
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="where the disk journal goes (default: a temp dir); with --broker, the journals",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="measure the round trip over MQTT through this broker (mqtt://HOST:PORT): a worker "
+        "runs in this process; the in-process transport is the baseline. With it the journals "
+        "go to memory (/dev/shm), or to --dir",
+    )
+    p.add_argument(
+        "--credentials",
+        type=Path,
+        metavar="FILE",
+        help="with --broker: username:password file (chmod 600), used by the worker and the "
+        "harness alike",
+    )
+    p.add_argument(
+        "--in-flight",
+        type=int,
+        metavar="N",
+        help="with --broker: calls kept in flight by the sustained load (default 4, the "
+        "calls a worker runs at once)",
+    )
     p.set_defaults(run=run)

@@ -72,6 +72,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from venus.capabilities import protocol as p
 from venus.capabilities.contract import Contract
 from venus.capabilities.credentials import read_credentials
+from venus.capabilities.mqtt_socket import no_delay
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import (
     CallRequest,
@@ -167,6 +168,7 @@ class MqttTransport:
             client.username_pw_set(user, password)
         client.will_set(self._status_topic, p.OFFLINE.to_json(), qos=QOS, retain=True)
         client.reconnect_delay_set(reconnect_min_s, reconnect_max_s)
+        no_delay(client)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message

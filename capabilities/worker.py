@@ -53,6 +53,7 @@ from paho.mqtt.properties import Properties
 from venus.capabilities import protocol
 from venus.capabilities.decorator import capability, schema_for
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
+from venus.capabilities.mqtt_socket import no_delay
 from venus.capabilities.protocol import CallMessage, CancelMessage, ProtocolError, ReplyMessage
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import Accepted, Finished, Progress, TransportEvent
@@ -133,6 +134,7 @@ class Worker:
             protocol.status_topic(node_id), protocol.OFFLINE.to_json(), qos=1, retain=True
         )
         self._client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
+        no_delay(self._client)
         self._client.on_connect = self._on_connect
         self._client.on_disconnect = self._on_disconnect
         self._client.on_message = self._on_message

@@ -49,6 +49,7 @@ from venus.capabilities.builtin.devices import (
 )
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context
+from venus.capabilities.mqtt_socket import no_delay
 from venus.capabilities.mqtt_transport import DEFAULT_PORTS
 from venus.capabilities.result import ToolResult
 from venus.errors import CapabilityError
@@ -120,6 +121,7 @@ class DeviceBridge:
         if credentials is not None:
             client.username_pw_set(*credentials)
         client.reconnect_delay_set(reconnect_min_s, reconnect_max_s)
+        no_delay(client)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_subscribe = self._on_subscribe

@@ -16,7 +16,7 @@ which keeps each pending timer's token for that. The handler wakes, raises
 
 Each pending timer holds one worker thread for as long as it runs, so whoever serves this
 capability needs ``max_timers`` threads beyond those other calls use (``builtin_transport``
-has them; a ``venus worker`` needs ``--concurrency`` above the number of timers). The
+has them, and so has ``venus worker`` by default: ``worker_concurrency``). The
 wait runs on real (monotonic) time; ``clock`` only dates the due time reported.
 """
 

@@ -92,6 +92,7 @@ def run_mosquitto(workdir: Path, extra_config: str = "") -> Iterator[Broker]:
         f"listener {port} 127.0.0.1\n"
         "allow_anonymous true\n"
         "persistence false\n"
+        "set_tcp_nodelay true\n"  # as systemd/mosquitto/venus.conf
         "log_dest stderr\n"
         "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n" + extra_config
     )
