@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -60,3 +62,23 @@ def test_journal_stream_detection(monkeypatch: pytest.MonkeyPatch) -> None:
         assert not stderr_is_journal(f)
     monkeypatch.delenv("JOURNAL_STREAM")
     assert not stderr_is_journal(io.StringIO())
+
+
+def test_lines_survive_a_library_silencing_stderr() -> None:
+    """sounddevice points fd 2 at /dev/null while PortAudio initialises; what other threads
+    log meanwhile must still come out."""
+    script = (
+        "import logging, os\n"
+        "from venus.logs import setup_logging\n"
+        "setup_logging('INFO', 'text')\n"
+        "saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)\n"
+        "os.dup2(null, 2)\n"
+        "logging.getLogger('venus.test').info('said while fd 2 is silenced')\n"
+        "os.dup2(saved, 2)\n"
+        "logging.getLogger('venus.test').info('said after')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "said while fd 2 is silenced" in done.stderr
+    assert "said after" in done.stderr

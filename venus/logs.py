@@ -3,6 +3,10 @@
 Under systemd (``JOURNAL_STREAM`` names our stderr) each line carries the syslog
 priority prefix of sd-daemon(3) (``<3>`` for errors) and no timestamp, since
 journald stamps lines itself. Elsewhere lines start with a timestamp and level.
+
+The handler writes to a duplicate of file descriptor 2, not to fd 2 itself: sounddevice
+points fd 2 at /dev/null while PortAudio initialises (at start, and on every device
+rescan), and lines other threads log meanwhile (MQTT, the harness) would be lost.
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ def setup_logging(
     level: str = "INFO", fmt: LogFormat = "auto", stream: TextIO | None = None
 ) -> None:
     """Configure the root logger once; calling it again replaces the handler (SIGHUP reload)."""
-    out = stream if stream is not None else sys.stderr
     if level.upper() not in LEVELS:
         raise ValueError(f"log level {level!r}: must be one of {', '.join(LEVELS)}")
+    out = stream if stream is not None else sys.stderr
     use_journal = fmt == "journal" or (fmt == "auto" and stderr_is_journal(out))
-    handler = logging.StreamHandler(out)
+    handler = logging.StreamHandler(out if stream is not None else _stderr_copy())
     handler.setFormatter(
         JournalFormatter()
         if use_journal
@@ -70,3 +74,21 @@ def setup_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+
+
+_COPY: dict[str, TextIO] = {}  # the one duplicate of fd 2, kept for the process's life
+
+
+def _stderr_copy() -> TextIO:
+    """A line-buffered text stream on a duplicate of stderr's descriptor (made once), or
+    ``sys.stderr`` itself when it has no descriptor (a test's capture)."""
+    if "stream" not in _COPY:
+        try:
+            fd = os.dup(sys.stderr.fileno())
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation: ValueError
+            return sys.stderr
+        encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+        _COPY["stream"] = open(  # noqa: SIM115 - kept open on purpose, see _COPY
+            fd, "w", buffering=1, encoding=encoding, errors="backslashreplace", closefd=True
+        )
+    return _COPY["stream"]

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,8 +49,12 @@ class Watcher:
 
     def until(self, topic: str, want: bytes | None = None) -> bytes:
         """The next payload on ``topic`` (equal to ``want`` if given), skipping others."""
+        return self.until_s(topic, WAIT_S, want)
+
+    def until_s(self, topic: str, timeout_s: float, want: bytes | None = None) -> bytes:
+        end = time.monotonic() + timeout_s
         while True:
-            got, payload = self.got.get(timeout=WAIT_S)
+            got, payload = self.got.get(timeout=max(0.0, end - time.monotonic()))
             if got == topic and (want is None or payload == want):
                 return payload
 
@@ -152,3 +160,45 @@ def test_without_a_broker_there_is_nothing_to_broadcast(tmp_path: Path) -> None:
         assert open_broadcast(harness, threading.Event(), HomeAssistantConfig()) is None
     finally:
         harness.core.journal.close()
+
+
+def test_venus_run_appears_in_home_assistant_and_obeys_the_mute_switch(
+    mosquitto: Broker, pulseaudio: object, tmp_path: Path
+) -> None:
+    """The live daemon as a user runs it: `venus run` on the sound server, with a broker."""
+    from importlib.resources import as_file, files
+
+    watcher = Watcher(mosquitto)
+    with as_file(files("venus.demo") / "engines" / "tiny") as engines:
+        config = tmp_path / "venus.toml"
+        config.write_text(
+            f'[model]\nengines = "{engines}"\n[video]\nenabled = false\n'
+            f'[harness]\njournal = "{tmp_path / "journal.sqlite3"}"\n'
+            f'broker_url = "{mosquitto.url}"\n[homeassistant]\nname = "Live Venus"\n'
+        )
+        venus = Path(sys.executable).with_name("venus")
+        proc = subprocess.Popen(
+            [str(venus), "--config", str(config), "run", "--quiet"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            started = json.loads(watcher.until_s(f"homeassistant/device/{NODE}/config", 120))
+            assert started["dev"]["name"] == "Live Venus"
+            watcher.until(f"{BASE}/ha/state", b"listening")
+            watcher.client.publish(f"{BASE}/ha/mute/set", b"ON", qos=1)
+            watcher.until(f"{BASE}/ha/mute", b"ON")
+            health = json.loads(watcher.until(f"{BASE}/health"))
+            while not health["muted"]:
+                health = json.loads(watcher.until(f"{BASE}/health"))
+            proc.send_signal(signal.SIGTERM)
+            watcher.until(f"{BASE}/status", b"offline")
+            out, _ = proc.communicate(timeout=60)
+            assert proc.returncode == 0, out
+            assert "microphone muted from Home Assistant" in out
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+            watcher.close()
