@@ -1,0 +1,1 @@
+"""Service glue: systemd notification and watchdog, signals, metrics and health."""
