@@ -50,7 +50,7 @@ from venus.hw.backends import (
 from venus.hw.events import EventSink, Overrun, ignore_events
 from venus.hw.resample import ChunkAssembler
 from venus.hw.ring import SampleRing
-from venus.hw.stream_keeper import KeeperHooks, StreamKeeper
+from venus.hw.stream_keeper import KeeperHooks, StreamKeeper, StreamState
 
 __all__ = ["SAMPLE_RATE", "AudioChunk", "AudioDevice", "Microphone", "list_devices"]
 
@@ -111,6 +111,11 @@ class Microphone:
         self._running = False
         hooks = KeeperHooks(self._open, self._on_lost, lambda: None, self._on_tick)
         self._keeper = StreamKeeper("microphone", self.device, self._backend, hooks, on_event)
+
+    @property
+    def state(self) -> StreamState:
+        """``stopped``, ``opening``, ``running`` or ``lost`` (see ``StreamKeeper``)."""
+        return self._keeper.state
 
     @property
     def lost(self) -> bool:

@@ -43,7 +43,7 @@ from venus.hw.backends import (
 from venus.hw.events import EventSink, ignore_events
 from venus.hw.playout import Playout
 from venus.hw.resample import StreamResampler
-from venus.hw.stream_keeper import STARTUP_S, KeeperHooks, StreamKeeper
+from venus.hw.stream_keeper import STARTUP_S, KeeperHooks, StreamKeeper, StreamState
 
 __all__ = ["Position", "Speaker"]
 
@@ -87,6 +87,11 @@ class Speaker:
         self._playout = Playout(sample_rate)
         hooks = KeeperHooks(self._open, self._on_lost, lambda: None, self._on_tick)
         self._keeper = StreamKeeper("speaker", self.device, self._backend, hooks, on_event)
+
+    @property
+    def state(self) -> StreamState:
+        """``stopped``, ``opening``, ``running`` or ``lost`` (see ``StreamKeeper``)."""
+        return self._keeper.state
 
     @property
     def lost(self) -> bool:

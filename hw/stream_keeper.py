@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from venus.errors import DeviceError
 from venus.hw.backends import AudioBackend, StreamHandle
@@ -33,6 +34,7 @@ STALL_S = 1.0  # no callback for this long while running: lost
 RUNNING_AFTER_S = 0.1  # callbacks for this long: the stream runs (not just its prefill)
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
+StreamState = Literal["stopped", "opening", "running", "lost"]  # as CameraState's
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,16 @@ class StreamKeeper:
     @property
     def lost(self) -> bool:
         return self._lost_at_s is not None
+
+    @property
+    def state(self) -> StreamState:
+        """``stopped`` (not started), ``opening`` (opened, not running yet), ``running``,
+        or ``lost`` (being reopened)."""
+        if self._lost_at_s is not None:
+            return "lost"
+        if self._thread is None:
+            return "stopped"
+        return "running" if self._running.is_set() else "opening"
 
     @property
     def latency_s(self) -> float:

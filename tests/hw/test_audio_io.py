@@ -210,12 +210,15 @@ def test_a_killed_sound_server_is_lost_filled_and_restored(pulse: PulseServer) -
     events = Events()
     spk = Speaker(buffer_ms=BUFFER_MS, on_event=events)
     mic = Microphone(chunk_s=0.25, on_event=events)
+    assert (mic.state, spk.state) == ("stopped", "stopped")
     try:
         with spk, mic:
             assert mic.read(timeout_s=WAIT_S).filled_s == 0.0
+            assert spk.state == "running"  # the speaker waits for its stream to run
             pulse.stop()
             lost = {events.wait_for(DeviceLost, d).device for d in ("microphone", "speaker")}
             assert lost == {"microphone", "speaker"}
+            assert (mic.state, spk.state) == ("lost", "lost")
             assert spk.play(tone(440, 0.5)) == spk.position().played_samples  # dropped
             waited_s = 0.0
             while waited_s < 0.1:  # catch up with what was recorded and filled so far
@@ -233,6 +236,7 @@ def test_a_killed_sound_server_is_lost_filled_and_restored(pulse: PulseServer) -
             for device in ("microphone", "speaker"):
                 restored = events.wait_for(DeviceRestored, device)
                 assert isinstance(restored, DeviceRestored) and restored.down_s > 0
+            assert (mic.state, spk.state) == ("running", "running")
             spk.play(tone(440, 1.5))
             deadline = time.monotonic() + WAIT_S
             while True:  # real audio flows again, through both restored streams
