@@ -8,25 +8,31 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import signal
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from venus.daemon.cli import config_path, load_for_command
+from venus.daemon.cli import config_path
 from venus.errors import ConfigError
+from venus.logs import setup_logging
 
 if TYPE_CHECKING:
     from venus.daemon.config.schema import VenusConfig
     from venus.daemon.frontend.timeline import ChunkRecord
     from venus.daemon.harness.service import Harness
+    from venus.daemon.service.lifecycle import Lifecycle
+    from venus.hw.events import EventSink, HwEvent
 
 log = logging.getLogger(__name__)
 
 RUN_HELP = """\
 Run the assistant. By default in real time on the configured microphone, camera and
-speaker, until SIGINT or SIGTERM. With --offline, over a WAV file instead, as fast as the
+speaker, until SIGINT or SIGTERM; SIGHUP reloads the configuration (what can change
+without a restart), and under systemd (Type=notify) it reports READY, STATUS and
+watchdog pings over $NOTIFY_SOCKET. With --offline, over a WAV file instead, as fast as the
 machine goes and deterministic for a seed, writing timeline.jsonl, output.wav (the
 assistant's audio, sample-aligned with the input and of its length), conversation.wav
 (input left, assistant right) and summary.json to --out DIR."""
@@ -78,15 +84,24 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _config(args: argparse.Namespace) -> VenusConfig:
-    """The configuration file, or the defaults when none exists and none was named."""
-    from venus.daemon.config.schema import VenusConfig
-
+    """The configuration file, or the defaults when none exists and none was named; the
+    logging it asks for is set up."""
     path = config_path(args)
     if not path.exists() and not args.config:
         log.info("no configuration file at %s: using the defaults", path)
-        cfg = VenusConfig()
-    else:
-        cfg = load_for_command(args)
+    cfg = _read_config(args)
+    setup_logging(args.log_level or cfg.logging.level, cfg.logging.format)
+    return cfg
+
+
+def _read_config(args: argparse.Namespace) -> VenusConfig:
+    """The file with the command line's overrides (--engines, --seed); the defaults when
+    no file exists and none was named. Also SIGHUP's reading, so no logging set-up here."""
+    from venus.daemon.config import load_config
+    from venus.daemon.config.schema import VenusConfig
+
+    path = config_path(args)
+    cfg = VenusConfig() if not path.exists() and not args.config else load_config(path)
     model = cfg.model
     if args.engines:
         model = dataclasses.replace(model, engines=args.engines)
@@ -96,59 +111,124 @@ def _config(args: argparse.Namespace) -> VenusConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from venus.daemon.frontend.session import engine_options
-    from venus.engines.runners import Engines
-
     cfg = _config(args)
     if args.offline is None and (args.out or args.video):
         raise ConfigError("--out and --video go with --offline INPUT.wav")
     if args.offline is not None and args.out is None:
         raise ConfigError("--offline needs --out DIR for its outputs")
+    if args.offline is None:
+        return _run_live(args, cfg)
+    from venus.daemon.frontend.offline import run_offline
+    from venus.daemon.frontend.session import engine_options
+    from venus.daemon.frontend.summary import render
+    from venus.daemon.service.observe import observe
+    from venus.engines.runners import Engines
+
     engines = Engines.open(cfg.model.engines, engine_options(cfg))
-    cfg = _with_engine_schedule(cfg, engines.manifest.schedule.chunk_s)
-    progress = _progress(engines.manifest.schedule.chunk_s, None, args.quiet)
-    if args.offline is not None:
-        from venus.daemon.frontend.offline import run_offline
-        from venus.daemon.frontend.summary import render
-
+    chunk_s = engines.manifest.schedule.chunk_s
+    cfg = _with_engine_schedule(cfg, chunk_s)
+    progress = _progress(chunk_s, None, args.quiet)
+    with ExitStack() as parts:  # closed in reverse: metrics, then the harness
         harness = _open_harness(cfg, args.journal) if args.journal else None
-        try:
-            done = run_offline(
-                cfg, engines, args.offline, args.out, args.video, progress, harness=harness
-            )
-        finally:
-            if harness is not None:
-                harness.stop()
-        sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
-        return 0
-    from venus.daemon.frontend.realtime import run_realtime
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    from venus.daemon.broadcast import open_broadcast
-
-    live = progress if sys.stdout.isatty() else _periodic_summary()
-    harness = _open_harness(cfg, args.journal or cfg.harness.journal, degrade=True)
-    muted = threading.Event()
-    if cfg.audio.muted:
-        muted.set()
-    broadcast = open_broadcast(harness, muted, cfg.homeassistant) if harness else None
-
-    def on_record(record: ChunkRecord) -> None:
-        live(record)
-        if broadcast is not None:
-            broadcast.on_record(record)
-
-    try:
-        stats = run_realtime(
-            cfg, engines, stop, args.timeline, on_record, harness=harness, muted=muted
-        )
-    finally:
-        if broadcast is not None:
-            broadcast.stop()
         if harness is not None:
-            harness.stop()
+            parts.callback(harness.stop)
+        metrics = observe(cfg, harness, parts, chunk_s=chunk_s)
+
+        def on_record(record: ChunkRecord) -> None:
+            progress(record)
+            metrics.on_record(record)
+
+        done = run_offline(
+            cfg, engines, args.offline, args.out, args.video, on_record, harness=harness
+        )
+    sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
+    return 0
+
+
+def _run_live(args: argparse.Namespace, cfg: VenusConfig) -> int:
+    """The daemon: systemd hears every step (``service.lifecycle``); SIGTERM / SIGINT stop
+    it (exit 0), SIGHUP reloads the configuration."""
+    from venus.daemon.service.lifecycle import Lifecycle
+
+    service = Lifecycle.from_env(cfg)
+    service.install_signals()
+    try:
+        service.starting()
+        return _serve(args, cfg, service)
+    finally:
+        service.close()
+
+
+def _serve(args: argparse.Namespace, cfg: VenusConfig, service: Lifecycle) -> int:
+    """Engines, harness, broadcast, then the loop until ``service.stop``. Parts stop in
+    reverse order of starting (``parts``); each chunk record goes to every one of
+    ``consumers`` (token-to-wave's thread), each device event to ``device_sinks``."""
+    from venus.daemon.broadcast import open_broadcast
+    from venus.daemon.frontend.realtime import LiveHooks, run_realtime
+    from venus.daemon.frontend.session import Frontend, engine_options
+    from venus.daemon.service import reloadable
+    from venus.daemon.service.faults import StallFault
+    from venus.daemon.service.observe import observe
+    from venus.engines.runners import Engines
+
+    engines = Engines.open(cfg.model.engines, engine_options(cfg))
+    chunk_s = engines.manifest.schedule.chunk_s
+    cfg = _with_engine_schedule(cfg, chunk_s)
+    if service.stop.is_set():
+        return 0
+    consumers: list[Callable[[ChunkRecord], None]] = [
+        _progress(chunk_s, None, args.quiet) if sys.stdout.isatty() else _periodic_summary(),
+        service.on_record,
+    ]
+    device_sinks: list[EventSink] = [service.on_device]
+    fault = StallFault.from_env(service.stop)
+    with ExitStack() as parts:  # closed in reverse: the broadcast, then the harness
+        harness = _open_harness(cfg, args.journal or cfg.harness.journal, degrade=True)
+        if harness is not None:
+            parts.callback(harness.stop)  # journal closed; MQTT publishes offline
+        muted = threading.Event()
+        if cfg.audio.muted:
+            muted.set()
+        broadcast = open_broadcast(harness, muted, cfg.homeassistant) if harness else None
+        if broadcast is not None:
+            parts.callback(broadcast.stop)
+            consumers.append(broadcast.on_record)
+        if fault is not None:
+            consumers.append(fault.on_record)
+        stalled_s = service.watchdog.stalled_s
+        metrics = observe(cfg, harness, parts, chunk_s=chunk_s, stalled_s=stalled_s)
+        consumers.append(metrics.on_record)
+        device_sinks.append(metrics.on_device_event)
+
+        def on_record(record: ChunkRecord) -> None:
+            for consume in consumers:
+                consume(record)
+
+        def on_device(event: HwEvent) -> None:
+            for sink in device_sinks:
+                sink(event)
+
+        def started(frontend: Frontend) -> None:
+            if fault is not None:
+                fault.attach(frontend)
+            metrics.set_device("microphone", "running")  # events tell the changes from here
+            metrics.set_device("speaker", "running")
+            camera = cfg.video.enabled and engines.vision is not None
+            metrics.set_device("camera", "running" if camera else "disabled")
+            live_parts = [
+                reloadable.logging_part(args.log_level),
+                reloadable.sampling_part(frontend),
+                reloadable.homeassistant_part(broadcast),
+                reloadable.watchdog_part(service.watchdog),
+            ]
+            service.ready(
+                lambda: _with_engine_schedule(_read_config(args), chunk_s), cfg, live_parts
+            )
+
+        hooks = LiveHooks(warming_up=service.warming_up, started=started, device=on_device)
+        stats = run_realtime(
+            cfg, engines, service.stop, args.timeline, on_record, harness, muted, hooks
+        )
     log.info("stopped after %d chunks (%d playback cuts)", stats.chunks, stats.cuts)
     return 0
 

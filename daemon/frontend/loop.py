@@ -6,7 +6,10 @@ offline a file source returns chunks at once, the playback device is a track clo
 the schedule, and the loop waits for token-to-wave at each boundary, so a run is
 deterministic for a seed. A chunk that fails (an engine error, a broken harness) is
 logged and dropped, and the session restarts from a fresh stream; three failures in a
-row stop the loop with the error. Per chunk::
+row stop the loop with the error. When ``stop`` is set (SIGTERM) the reply being spoken
+is cut, not finished, so a stop takes at most the chunk in hand. Work handed in with
+``call_soon`` (a reload's new samplers) runs on the loop's thread between chunks. Per
+chunk::
 
     audio chunk + latest frame -> ChunkStep -> (yield? cut playback) -> SpeechOut thread
                                                                           -> playback queue
@@ -16,6 +19,7 @@ row stop the loop with the error. Per chunk::
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,6 +79,12 @@ class FrontendLoop:
         self.harness, self.clock, self.vad = harness, clock, vad
         self.period_s = step.schedule.chunk_s
         self.stats = LoopStats()
+        self._soon: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop's thread before its next chunk (any thread may call this):
+        how a reload swaps what the step reads at a chunk boundary."""
+        self._soon.put(fn)
 
     def run(
         self,
@@ -88,6 +98,7 @@ class FrontendLoop:
         stop = stop or threading.Event()
         failed = 0
         while not stop.is_set() and (max_chunks is None or self.stats.chunks < max_chunks):
+            self._run_soon()
             try:
                 chunk = audio.read(timeout_s=2 * self.period_s)
             except TimeoutError:
@@ -104,7 +115,9 @@ class FrontendLoop:
                 if failed >= MAX_FAILURES:
                     raise
                 log.error("chunk %d failed: %s; a new session starts", chunk.index, e)
-                self._restart(stream)
+                self._restart(stream, "error")
+        if stop.is_set():  # shutting down: what is left of a reply is cut, not spoken
+            self._restart(stream, "shutdown", reset=False)
         self.speech_out.drain()
         self.clock.finish(self.speech_out)
         self._poll()
@@ -148,13 +161,24 @@ class FrontendLoop:
             event = Played(reply, at, at, result.tags, last=True)
         self.harness.playback(event)
 
-    def _restart(self, stream: Stream) -> None:
+    def _restart(self, stream: Stream, reason: str, reset: bool = True) -> None:
+        """Cut the reply being spoken (skip its token-to-wave, flush playback), then start
+        a fresh session if ``reset``."""
         if stream.reply_id is not None:
             self.speech_out.cut(stream.reply_id)
-        stopped = self.playback.stop("error")
+        stopped = self.playback.stop(reason)
         if stopped is not None:
             self.harness.playback(stopped)
-        stream.reset()
+        if reset:
+            stream.reset()
+
+    def _run_soon(self) -> None:
+        while True:
+            try:
+                fn = self._soon.get_nowait()
+            except queue.Empty:
+                return
+            fn()
 
     def _poll(self) -> None:
         for event in self.playback.poll():

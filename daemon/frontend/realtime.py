@@ -2,7 +2,9 @@
 
 The microphone paces the loop (one chunk per period of its sample clock); the camera
 keeps only its newest frame, read at each boundary; the speaker plays the queue and
-reports what was heard. Runs until ``stop`` is set (SIGINT / SIGTERM in the CLI).
+reports what was heard. Before the devices open, one chunk of silence warms the engines
+up (``session.warm_up``). Runs until ``stop`` is set (SIGINT / SIGTERM in the CLI);
+``LiveHooks`` tell the service layer (systemd) what happens on the way.
 The microphone's chunks go through ``EchoPath`` (``audio.echo_cancellation``) with what
 the speaker played as the reference, then the mute switch. Device loss is handled by
 ``venus.hw``: a lost microphone delivers silence-filled
@@ -17,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +31,30 @@ from venus.daemon.frontend.clock import RealTimeClock
 from venus.daemon.frontend.echo import EchoPath
 from venus.daemon.frontend.loop import LoopStats
 from venus.daemon.frontend.playback import AudioOut
-from venus.daemon.frontend.session import open_frontend
+from venus.daemon.frontend.session import Frontend, open_frontend, warm_up
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
 from venus.engines.runners import Engines
 from venus.hw.aec import make_echo_canceller
 from venus.hw.audio import AudioChunk, Microphone
 from venus.hw.camera import Camera
+from venus.hw.events import EventSink, ignore_events
 from venus.hw.frames import VISION_SIZE, Frame
 from venus.hw.speaker import Position, Speaker
 
 log = logging.getLogger(__name__)
+
+
+def _nothing(*_args: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class LiveHooks:
+    """What a live run tells its owner (the service layer); each is optional."""
+
+    warming_up: Callable[[], None] = _nothing  # the engines are about to be warmed up
+    started: Callable[[Frontend], None] = _nothing  # warmed up, devices open; loop's thread
+    device: EventSink = ignore_events  # DeviceLost / DeviceRestored / Overrun (their threads)
 
 
 class Gain:
@@ -77,9 +94,11 @@ def run_realtime(
     on_record: Callable[[ChunkRecord], None] = lambda _r: None,
     harness: HarnessChannel | None = None,
     muted: threading.Event | None = None,
+    hooks: LiveHooks | None = None,
 ) -> LoopStats:
     s = engines.manifest.schedule
     a, p, v = cfg.audio, cfg.playback, cfg.video
+    hooks = hooks or LiveHooks()
     muted = muted or threading.Event()
     if a.muted:
         muted.set()
@@ -89,6 +108,7 @@ def run_realtime(
         sample_rate=p.sample_rate,
         buffer_ms=p.buffer_ms,
         source_rate=s.sample_rate_out,
+        on_event=hooks.device,
     )
     mic = Microphone(
         a.device,
@@ -97,6 +117,7 @@ def run_realtime(
         channels=a.channels,
         block_ms=a.block_ms,
         chunk_s=s.chunk_s,
+        on_event=hooks.device,
     )
     camera = Camera(
         v.source,
@@ -105,6 +126,7 @@ def run_realtime(
         capture_width=v.capture_width,
         capture_height=v.capture_height,
         reconnect_max_s=v.reconnect_max_s,
+        on_event=hooks.device,
     )
 
     def frames(_t: float) -> Frame | None:
@@ -124,6 +146,12 @@ def run_realtime(
         )
         frontend = open_frontend(cfg, engines, echo, RealTimeClock(s.chunk_s), sink, harness)
         stack.callback(frontend.close)
+        if stop.is_set():
+            return frontend.loop.stats
+        hooks.warming_up()
+        log.info("engines warmed up in %.2f s (one chunk of silence)", warm_up(frontend))
+        if stop.is_set():
+            return frontend.loop.stats
         stack.enter_context(speaker)
         stack.enter_context(camera)
         stack.enter_context(mic)
@@ -135,4 +163,5 @@ def run_realtime(
             v.source if camera.state != "disabled" else "off",
             echo.canceller.strategy,
         )
+        hooks.started(frontend)
         return frontend.loop.run(frontend.stream, LiveAudio(mic, echo, muted), frames, stop)

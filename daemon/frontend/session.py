@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +24,14 @@ from venus.daemon.frontend.delegation import ParsedCall
 from venus.daemon.frontend.loop import FrontendLoop
 from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
 from venus.daemon.frontend.speech_out import SpeechOut
-from venus.daemon.frontend.step import ChunkResult, ChunkStep, Samplers, StepSettings
+from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep, Samplers, StepSettings
 from venus.daemon.frontend.stream import Stream
 from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 from venus.engines.sampler import Greedy, LogitBias, Sampler, TopP
 from venus.errors import ConfigError
+from venus.hw.frames import VISION_SIZE, Frame
 from venus.hw.vad import Vad
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,41 @@ def open_frontend(
     if session_id is not None:
         stream.session_id = session_id
     return Frontend(engines, step, stream, playback, speech_out, loop, records)
+
+
+WARM_UP_SPEAK_BIAS = 1e4  # on <|speak|>: the warm-up chunk always speaks
+
+
+def warm_up(frontend: Frontend) -> float:
+    """One chunk of silence (with a black frame if there is a vision encoder) through
+    every engine, on the frontend's own stream, then a fresh session; nothing reaches the
+    harness, the playback queue, the deadlines or the timeline. -> seconds it took.
+
+    First runs pay one-off costs (CUDA kernels chosen, TensorRT contexts made, memory
+    arenas grown) that must not land on the first chunk a user speaks into. The decision
+    is forced to ``<|speak|>`` so the text, the speech decoder, the flow decoder and the
+    vocoder run too (the flow and vocoder only if speech tokens came out); greedy
+    everywhere, so the samplers' random streams are untouched.
+    """
+    t = time.perf_counter()
+    step, e = frontend.step, frontend.engines
+    s = step.schedule
+    speak = LogitBias({e.token_id("<|speak|>"): WARM_UP_SPEAK_BIAS})
+    samplers = Samplers(Sampler(bias=speak), Sampler(), Sampler())
+    dry = ChunkStep(e, NoHarness(), samplers, Deadlines(s.chunk_s, enabled=False), step.settings)
+    frame = None
+    if e.vision is not None:
+        size = s.image_size or VISION_SIZE
+        frame = Frame(np.zeros((size, size, 3), np.uint8), 0, time.monotonic(), size, size)
+    samples = np.zeros(round(s.chunk_s * s.sample_rate_in), np.float32)
+    result = dry(frontend.stream, ChunkInput(0, 0.0, samples, frame))
+    if result.speech.size:
+        tokens = result.speech[None, : e.flow.chunk_tokens]
+        mel = e.flow.step(tokens, e.flow.new_state(seed=0), final=True)
+        if mel.shape[2]:
+            e.vocoder.step(mel, e.vocoder.new_state())
+    frontend.stream.reset()
+    return time.perf_counter() - t
 
 
 def to_record(r: ChunkResult) -> ChunkRecord:

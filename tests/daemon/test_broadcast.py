@@ -17,13 +17,13 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from support.frontend import chunk_record as record
 from support.services import Broker, wait_until
 
 from venus.capabilities.builtin import builtin_transport
 from venus.capabilities.mqtt_transport import MqttTransport
 from venus.daemon.broadcast import Broadcast, open_broadcast
 from venus.daemon.config.schema import HomeAssistantConfig
-from venus.daemon.frontend.timeline import ChunkRecord
 from venus.daemon.harness.core import Capture
 from venus.daemon.harness.service import Harness
 
@@ -86,17 +86,6 @@ def daemon(mosquitto: Broker, tmp_path: Path) -> Iterator[tuple[Harness, Broadca
     broadcast.stop()
     harness.stop()
     watcher.close()
-
-
-def record(**fields: Any) -> ChunkRecord:
-    values: dict[str, Any] = dict(
-        index=0, start_s=0.0, decision="listen", text="", text_tokens=0, speech_tokens=0,
-        reply_id=None, reply_ended=False, delegations=(), results=(), context_tokens=10,
-        evicted_tokens=0, vision=False, speech_ratio=0.0, playback_stopped=False,
-        latency_ms={"total": 1.0}, deadline_missed=False, degraded=(),
-    )  # fmt: skip
-    values.update(fields)
-    return ChunkRecord(**values)
 
 
 def test_a_work_item_is_seen_by_observers_and_home_assistant(

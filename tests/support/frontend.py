@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import wave
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from venus.daemon.config.schema import VenusConfig
+from venus.daemon.frontend.timeline import ChunkRecord
 
 
 def config(engines: Path, **schedule: object) -> VenusConfig:
@@ -47,3 +49,15 @@ def write_video(path: Path, seconds: float, fps: float = 4.0) -> None:
         frame = np.full((64, 96, 3), (i * 9) % 255, np.uint8)
         writer.write(frame)
     writer.release()
+
+
+def chunk_record(**fields: Any) -> ChunkRecord:
+    """A ChunkRecord of a quiet listening chunk, with ``fields`` changed."""
+    values: dict[str, Any] = dict(
+        index=0, start_s=0.0, decision="listen", text="", text_tokens=0, speech_tokens=0,
+        reply_id=None, reply_ended=False, delegations=(), results=(), context_tokens=10,
+        evicted_tokens=0, vision=False, speech_ratio=0.0, playback_stopped=False,
+        latency_ms={"total": 1.0}, deadline_missed=False, degraded=(),
+    )  # fmt: skip
+    values.update(fields)
+    return ChunkRecord(**values)
