@@ -239,6 +239,12 @@ class InProcessTransport:
                 )
             self._entries[contract.name] = entry
 
+    def remove(self, name: str) -> bool:
+        """Unregister a capability (also while running): no new calls reach it, the calls
+        in flight end as they would. False if there was none of that name."""
+        with self._lock:
+            return self._entries.pop(name, None) is not None
+
     # --- calls ---------------------------------------------------------------------------
     def call(self, request: CallRequest) -> None:
         """Dispatch; returns at once, the answer comes as events."""

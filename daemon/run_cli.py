@@ -220,6 +220,7 @@ def _serve(args: argparse.Namespace, cfg: VenusConfig, service: Lifecycle) -> in
                 reloadable.sampling_part(frontend),
                 reloadable.homeassistant_part(broadcast),
                 reloadable.watchdog_part(service.watchdog),
+                reloadable.capabilities_part(harness),
             ]
             service.ready(
                 lambda: _with_engine_schedule(_read_config(args), chunk_s), cfg, live_parts

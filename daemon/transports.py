@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from venus.capabilities.builtin import OTHER_CALLS, builtin_transport
+from venus.capabilities.builtin import BUILTINS, OTHER_CALLS
 from venus.capabilities.builtin.timer import MAX_TIMERS
 from venus.capabilities.inprocess import Capability, InProcessTransport
 from venus.capabilities.transport import EventSink, Transport
@@ -29,11 +29,29 @@ log = logging.getLogger(__name__)
 
 
 class BuiltinTransport(InProcessTransport):
-    """The built-ins, and the device bridge's connection started and stopped with them."""
+    """The built-ins, and the device bridge's connection started and stopped with them.
+    ``reconfigure`` swaps the configured ones (SIGHUP)."""
 
-    def __init__(self, capabilities: Sequence[Capability], bridge: DeviceBridge | None) -> None:
-        super().__init__(capabilities, max_workers=OTHER_CALLS + MAX_TIMERS)
+    def __init__(self, extra: Sequence[Capability], bridge: DeviceBridge | None) -> None:
+        super().__init__([*BUILTINS, *extra], max_workers=OTHER_CALLS + MAX_TIMERS)
         self.bridge = bridge
+        self._configured = [c.contract.name for c in extra]
+
+    def reconfigure(self, extra: Sequence[Capability], bridge: DeviceBridge | None) -> None:
+        """Offer ``extra`` instead of the configured built-ins offered so far, and use
+        ``bridge``; calls in flight finish on the old ones (a device call may then fail
+        ``device_unavailable`` as its connection closes)."""
+        for name in self._configured:
+            self.remove(name)
+        for capability in extra:
+            self.add(capability)
+        self._configured = [c.contract.name for c in extra]
+        old, self.bridge = self.bridge, bridge
+        if bridge is not None:
+            bridge.start(timeout_s=0.0)
+        if old is not None:
+            old.stop()
+        log.info("capabilities: %s", ", ".join(c.name for c in self.contracts()))
 
     def start(self, on_event: EventSink) -> None:
         if self.bridge is not None:
@@ -111,15 +129,10 @@ def harness_transports(cfg: VenusConfig) -> list[Transport]:
     """The built-ins in this process first, then capability workers over MQTT when
     ``[harness] broker_url`` is set. An unreachable broker is retried in the background:
     until it answers, only the built-ins are offered."""
-    from venus.capabilities.builtin import BUILTINS
     from venus.capabilities.mqtt_transport import MqttTransport
 
     h = cfg.harness
-    extra, bridge = configured_builtins(cfg)
-    builtins: Transport = (
-        BuiltinTransport([*BUILTINS, *extra], bridge) if extra else builtin_transport()
-    )
-    transports: list[Transport] = [builtins]
+    transports: list[Transport] = [BuiltinTransport(*configured_builtins(cfg))]
     if h.broker_url:
         transports.append(
             MqttTransport(

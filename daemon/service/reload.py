@@ -11,7 +11,7 @@ What reloads live (the parts ``venus run`` registers): ``logging.level`` and
 ``logging.format``; the sampling keys ``model.listen_bias``, ``model.temperature``,
 ``model.top_p`` and ``model.seed`` (new samplers, swapped in by the loop's own thread at
 the next chunk boundary); ``homeassistant.name`` (discovery announced again);
-``service.watchdog``.
+``service.watchdog``; ``capabilities.*`` (``reason`` and ``mqtt_device`` set up again).
 """
 
 from __future__ import annotations

@@ -7,14 +7,18 @@ loop's own thread (``FrontendLoop.call_soon``) and swapped at a chunk boundary.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from venus.daemon.broadcast import Broadcast
-from venus.daemon.config.schema import VenusConfig
+from venus.daemon.config.schema import CapabilitiesConfig, VenusConfig
 from venus.daemon.frontend.session import Frontend, make_samplers
 from venus.daemon.frontend.step import Samplers
+from venus.daemon.harness.service import Harness
 from venus.daemon.service.reload import LOGGING_KEYS, SAMPLING_KEYS, Reloadable
 from venus.daemon.service.watchdog import ProgressWatchdog
+from venus.daemon.transports import BuiltinTransport, configured_builtins
+from venus.errors import ConfigError
 from venus.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,21 @@ def homeassistant_part(broadcast: Broadcast | None) -> Reloadable:
         link.announce()
 
     return Reloadable("homeassistant", frozenset({"homeassistant.name"}), apply)
+
+
+def capabilities_part(harness: Harness | None) -> Reloadable:
+    """``[capabilities]``: ``reason`` and ``mqtt_device`` set up again from the new
+    values and swapped into the built-ins' transport (calls in flight finish first)."""
+    keys = frozenset(f"capabilities.{f.name}" for f in dataclasses.fields(CapabilitiesConfig))
+
+    def apply(cfg: VenusConfig) -> None:
+        transports = harness.core.transports if harness is not None else ()
+        builtins = next((t for t in transports if isinstance(t, BuiltinTransport)), None)
+        if builtins is None:
+            raise ConfigError("no built-in capabilities are running (the harness is off)")
+        builtins.reconfigure(*configured_builtins(cfg))
+
+    return Reloadable("capabilities", keys, apply)
 
 
 def watchdog_part(watchdog: ProgressWatchdog) -> Reloadable:
