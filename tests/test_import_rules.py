@@ -8,10 +8,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # folder -> venus subpackages it must never import
 FORBIDDEN = {
-    "hw": {"engines", "capabilities", "daemon", "export"},
-    "engines": {"hw", "capabilities", "daemon", "export"},
-    "capabilities": {"hw", "engines", "daemon", "export"},
-    "daemon": {"export"},
+    "hw": {"engines", "capabilities", "daemon", "export", "datagen"},
+    "engines": {"hw", "capabilities", "daemon", "export", "datagen"},
+    "capabilities": {"hw", "engines", "daemon", "export", "datagen"},
+    "daemon": {"export", "datagen"},
+    "datagen": {"hw", "engines", "daemon", "export"},  # offline; builds on capabilities only
     "venus": set(),
 }
 # bench may import everything, but venus.export (torch) only inside functions: checked below.
@@ -21,6 +22,7 @@ FORBIDDEN_THIRD_PARTY = {
     "engines": {"torch"},
     "capabilities": {"torch", "onnxruntime", "tensorrt", "numpy", "cv2"},
     "daemon": {"torch"},
+    "datagen": {"torch", "onnxruntime", "tensorrt"},
 }
 
 

@@ -1,0 +1,2 @@
+"""The data pipeline (offline): duplex and delegation trajectories on one timeline,
+for training and evaluation (docs/data.md)."""
