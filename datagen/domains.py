@@ -1,0 +1,505 @@
+"""What users ask for: requests that need a capability, questions that need none, and the
+lines overlap events are made of.
+
+A ``Domain`` makes a ``Request``: the user's words, the call's arguments (valid against
+the capability's input schema), the capability's answer and what the assistant says with
+it. The built-ins are the real contracts (``clock``, ``calculator``, ``timer``,
+``mqtt_device`` with the devices in ``DEVICES``, ``reason``); ``weather``, ``calendar``
+and ``shopping_list`` are mock contracts defined here. The calculator's answers are
+computed by the real calculator; the others are drawn. Latencies are seconds from the
+call to the result, per capability (a timer's is its duration).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import numpy as np
+from jsonschema import validators  # type: ignore[import-untyped]
+
+from venus.capabilities.builtin import CLOCK, WEEKDAYS
+from venus.capabilities.builtin.calculator import CALCULATOR, calculate
+from venus.capabilities.builtin.devices import DeviceSpec
+from venus.capabilities.builtin.mqtt_device import device_contract
+from venus.capabilities.builtin.reason import reason_capability
+from venus.capabilities.builtin.timer import TIMER, duration
+from venus.capabilities.contract import Contract
+
+T = TypeVar("T")
+DAYS = ("today", "tomorrow", *(d.lower() for d in WEEKDAYS))
+
+
+def when(day: str) -> str:
+    """How a day is said: "today", "tomorrow", "on Monday"."""
+    return day if day in DAYS[:2] else f"on {day.capitalize()}"
+
+
+def cap(text: str) -> str:
+    """``text`` with its first letter upper case (``str.capitalize`` lowers the rest)."""
+    return text[:1].upper() + text[1:]
+
+
+def pick(rng: np.random.Generator, choices: Sequence[T]) -> T:
+    return choices[int(rng.integers(len(choices)))]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: ``ask`` the user's words, ``topic`` what it is about (for the holding
+    lines: "the weather in Paris tomorrow"), ``result`` the capability's answer text,
+    ``announce`` what the assistant says with it, ``failure`` the error message when it
+    fails, ``doing`` what the assistant says it is doing ("checking the weather in Paris
+    tomorrow"), ``latency_s`` a fixed latency (a timer's duration) or None."""
+
+    capability: str
+    arguments: dict[str, Any]
+    ask: str
+    topic: str
+    result: str
+    announce: str
+    failure: str
+    doing: str
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A capability's requests: ``make`` draws one, ``revise`` changes one ("make that
+    Berlin", its ``ask`` the revision); ``latency_s`` the range results take."""
+
+    name: str
+    latency_s: tuple[float, float]
+    can_fail: bool
+    make: Callable[[np.random.Generator], Request]
+    revise: Callable[[np.random.Generator, Request], Request]
+
+
+# --- mock contracts -------------------------------------------------------------------------
+def _mock(name: str, description: str, schema: Mapping[str, Any], idempotent: bool) -> Contract:
+    return Contract(
+        name=name,
+        title=name.replace("_", " ").capitalize(),
+        description=description,
+        input_schema=schema,
+        timeout_s=15.0,
+        freshness_s=600.0,
+        idempotent=idempotent,
+    )
+
+
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 64}
+WEATHER = _mock(
+    "weather",
+    "The weather forecast for a city on a day.",
+    {
+        "type": "object",
+        "properties": {"city": _TEXT, "day": {"enum": list(DAYS)}},
+        "required": ["city", "day"],
+        "additionalProperties": False,
+    },
+    idempotent=True,
+)
+CALENDAR = _mock(
+    "calendar",
+    "The user's calendar: list a day's events, or add one (title, day, time HH:MM).",
+    {
+        "type": "object",
+        "properties": {
+            "action": {"enum": ["list", "add"]},
+            "day": {"enum": list(DAYS)},
+            "title": _TEXT,
+            "time": {"type": "string", "pattern": r"^([01]\d|2[0-3]):[0-5]\d$"},
+        },
+        "required": ["action", "day"],
+        "additionalProperties": False,
+        "if": {"properties": {"action": {"const": "add"}}},
+        "then": {"required": ["title", "time"]},
+    },
+    idempotent=False,
+)
+SHOPPING_LIST = _mock(
+    "shopping_list",
+    "The shopping list: add or remove an item.",
+    {
+        "type": "object",
+        "properties": {"action": {"enum": ["add", "remove"]}, "item": _TEXT},
+        "required": ["action", "item"],
+        "additionalProperties": False,
+    },
+    idempotent=False,
+)
+DEVICES = tuple(
+    DeviceSpec(name, "zigbee2mqtt", f"zigbee2mqtt/{name}", f"zigbee2mqtt/{name}/set")
+    for name in ("kitchen_light", "living_room_lamp", "bedroom_light", "fan", "heater")
+)
+
+
+@functools.cache
+def contracts() -> dict[str, Contract]:
+    """Every capability a plan may call, by name (built lazily: ``reason`` logs)."""
+    reason = reason_capability("http://127.0.0.1:8080/v1", model="planner").contract
+    made = (CLOCK, CALCULATOR, TIMER, device_contract(DEVICES, 1.0, 2.0), reason)
+    return {c.name: c for c in (*made, WEATHER, CALENDAR, SHOPPING_LIST)}
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    schema = contracts()[name].input_schema
+    return validators.validator_for(schema)(schema)
+
+
+def argument_errors(capability: str, arguments: Mapping[str, Any]) -> list[str]:
+    """Why ``arguments`` are not valid for ``capability`` (empty: they are)."""
+    if capability not in contracts():
+        return [f"unknown capability {capability!r}; known: {', '.join(contracts())}"]
+    errors = _validator(capability).iter_errors(dict(arguments))
+    return sorted(f"{'/'.join(map(str, e.path)) or '(top)'}: {e.message}" for e in errors)
+
+
+# --- the domains --------------------------------------------------------------------------
+CITIES = ("Paris", "Berlin", "Tokyo", "Madrid", "Chicago", "Sydney", "Toronto", "Oslo", "Lisbon")
+ZONES = {
+    "Paris": "Europe/Paris", "Berlin": "Europe/Berlin", "Tokyo": "Asia/Tokyo",
+    "Madrid": "Europe/Madrid", "Chicago": "America/Chicago", "Sydney": "Australia/Sydney",
+    "Toronto": "America/Toronto", "Oslo": "Europe/Oslo", "Lisbon": "Europe/Lisbon",
+}  # fmt: skip
+SKIES = ("sunny", "cloudy", "light rain", "heavy rain", "snow", "windy and clear", "foggy")
+REVISE = ("Actually, make that {x}.", "No wait, I meant {x}.", "Sorry, {x}, not {y}.")
+
+
+def _weather(rng: np.random.Generator, city: str = "", day: str = "") -> Request:
+    city, day = city or pick(rng, CITIES), day or pick(rng, DAYS[:4])
+    sky, temp = pick(rng, SKIES), int(rng.integers(-5, 33))
+    asks = ("What's the weather like in {c} {d}?", "Will it rain in {c} {d}?",
+            "How warm will it be in {c} {d}?", "Can you check the weather in {c} {d}?")  # fmt: skip
+    return Request(
+        "weather",
+        {"city": city, "day": day},
+        pick(rng, asks).format(c=city, d=when(day)),
+        f"the weather in {city} {when(day)}",
+        f"{day.capitalize()} in {city}: {sky}, {temp} °C.",
+        f"{cap(when(day))} in {city} it will be {sky}, around {temp} degrees.",
+        "the weather service is unavailable (HTTP 503)",
+        f"checking the weather in {city} {when(day)}",
+    )
+
+
+def _revise_weather(rng: np.random.Generator, old: Request) -> Request:
+    was = str(old.arguments["city"])
+    city = pick(rng, [c for c in CITIES if c != was])
+    new = _weather(rng, city, str(old.arguments["day"]))
+    return replace(new, ask=pick(rng, REVISE).format(x=city, y=was))
+
+
+def _clock(rng: np.random.Generator, city: str = "") -> Request:
+    city = city or pick(rng, CITIES)
+    h, m = int(rng.integers(24)), int(rng.choice([0, 10, 15, 20, 30, 40, 45, 50]))
+    part = "in the morning" if h < 12 else "in the afternoon" if h < 18 else "in the evening"
+    said = f"{(h - 1) % 12 + 1} {m}" if m else f"{(h - 1) % 12 + 1} o'clock"
+    day = pick(rng, WEEKDAYS)
+    return Request(
+        "clock",
+        {"timezone": ZONES[city]},
+        pick(rng, ("What time is it in {c}?", "What's the time in {c} right now?")).format(c=city),
+        f"the time in {city}",
+        f"It is {h:02d}:{m:02d} on {day} ({ZONES[city]}).",
+        f"In {city} it's {said} {part}, on {day}.",
+        "",
+        f"looking up the time in {city}",
+    )
+
+
+def _revise_clock(rng: np.random.Generator, old: Request) -> Request:
+    was = next(c for c, z in ZONES.items() if z == old.arguments["timezone"])
+    city = pick(rng, [c for c in CITIES if c != was])
+    return replace(_clock(rng, city), ask=pick(rng, REVISE).format(x=city, y=was))
+
+
+UNITS = (
+    ("km", "mi", "kilometres", "miles"),
+    ("kg", "lb", "kilograms", "pounds"),
+    ("°C", "°F", "degrees Celsius", "degrees Fahrenheit"),
+    ("L", "gal", "litres", "gallons"),
+)
+OPS = (("*", "times"), ("+", "plus"), ("-", "minus"))
+
+
+def _calculation(rng: np.random.Generator) -> tuple[dict[str, Any], str]:
+    """Arguments for the calculator, and how a person says them ("23 times 17")."""
+    if rng.random() < 0.5:
+        a, b = int(rng.integers(12, 99)), int(rng.integers(3, 60))
+        op, word = pick(rng, OPS)
+        return {"expression": f"{a}{op}{b}"}, f"{a} {word} {b}"
+    value = int(rng.integers(2, 120))
+    unit, to, unit_said, to_said = pick(rng, UNITS)
+    return {
+        "convert": {"value": value, "from": unit, "to": to}
+    }, f"{value} {unit_said} in {to_said}"
+
+
+def _calculator(rng: np.random.Generator, ask: str = "") -> Request:
+    arguments, spoken = _calculation(rng)
+    text, structured = calculate(arguments)
+    exact = bool(structured["exact"])
+    value_said = str(structured["value"]) if exact else f"{structured['value']:.4g}"
+    asks = ("What's {e}?", "Can you work out {e}?", "How much is {e}?")
+    return Request(
+        "calculator",
+        arguments,
+        (ask or pick(rng, asks)).format(e=spoken),
+        "that calculation",
+        text,
+        f"{cap(spoken)} is {'' if exact else 'about '}{value_said}.",
+        "",
+        "working that out",
+    )
+
+
+def _revise_calculator(rng: np.random.Generator, old: Request) -> Request:
+    return _calculator(rng, pick(rng, ("Sorry, I meant {e}.", "No, make that {e}.")))
+
+
+LABELS = ("tea", "eggs", "pasta", "oven", "break", "laundry")
+SECONDS = (10, 15, 20, 25, 30)
+
+
+def _timer(rng: np.random.Generator, seconds: int = 0, label: str = "") -> Request:
+    seconds, label = seconds or int(rng.choice(SECONDS)), label or pick(rng, LABELS)
+    asks = ("Set a timer for {s} seconds for the {l}.", "Can you time the {l}, {s} seconds?")
+    return Request(
+        "timer",
+        {"action": "set", "seconds": seconds, "label": label},
+        pick(rng, asks).format(s=seconds, l=label),
+        f"a {seconds} second timer for the {label}",
+        f"Your {duration(seconds, adjective=True)} timer for {label} is done.",
+        f"Time's up! Your {seconds} second timer for the {label} is done.",
+        "",
+        f"setting a {seconds} second timer for the {label}",
+        latency_s=float(seconds),
+    )
+
+
+def _revise_timer(rng: np.random.Generator, old: Request) -> Request:
+    seconds = int(rng.choice([s for s in SECONDS if s != old.arguments["seconds"]]))
+    new = _timer(rng, seconds, str(old.arguments["label"]))
+    asks = ("Actually, make it {s} seconds.", "No, {s} seconds.")
+    return replace(new, ask=pick(rng, asks).format(s=seconds))
+
+
+def _device(rng: np.random.Generator, name: str = "", state: str = "") -> Request:
+    device = name or pick(rng, [d.name for d in DEVICES])
+    said, state = device.replace("_", " "), state or pick(rng, ("on", "off"))
+    asks = ("Turn {s} the {d}.", "Can you switch the {d} {s}?", "Please turn the {d} {s}.")
+    announces = ("Done, the {d} is {s}.", "Okay, the {d} is {s} now.")
+    return Request(
+        "mqtt_device",
+        {"device": device, "action": "set", "state": state},
+        pick(rng, asks).format(s=state, d=said),
+        f"the {said}",
+        f"The {said} is now {state}.",
+        pick(rng, announces).format(d=said, s=state),
+        f"the {said} is unreachable: no connection to the MQTT broker",
+        f"switching the {said} {state}",
+    )
+
+
+def _revise_device(rng: np.random.Generator, old: Request) -> Request:
+    was = str(old.arguments["device"])
+    device = pick(rng, [d.name for d in DEVICES if d.name != was])
+    new = _device(rng, device, str(old.arguments["state"]))
+    asks = ("No, the {x}.", "Sorry, I meant the {x}.")
+    return replace(new, ask=pick(rng, asks).format(x=device.replace("_", " ")))
+
+
+QUESTIONS = (
+    ("why the sky is blue", "Sunlight scatters off the air, and blue light scatters the most, "
+     "so the sky looks blue from every direction."),
+    ("how vaccines work", "A vaccine shows the immune system a harmless piece of a germ, so it "
+     "learns to recognise it and can fight the real thing quickly."),
+    ("why bread goes stale", "Bread goes stale as its starch slowly crystallises and loses "
+     "water, which is why toasting it softens it again for a while."),
+    ("how a heat pump works", "A heat pump moves heat instead of making it: it pulls warmth "
+     "from the outside air and pumps it indoors using a refrigerant."),
+    ("why the moon has phases", "The moon is always half lit by the sun, and as it goes round "
+     "the earth we see more or less of that lit half."),
+)  # fmt: skip
+
+
+def _reason(rng: np.random.Generator, which: int = -1) -> Request:
+    about, answer = QUESTIONS[which if which >= 0 else int(rng.integers(len(QUESTIONS)))]
+    asks = ("Can you explain {q}?", "I'd like to know {q}.", "Tell me {q}.")
+    return Request(
+        "reason",
+        {"question": f"Explain {about}, briefly."},
+        pick(rng, asks).format(q=about),
+        "that question",
+        answer,
+        answer,
+        "cannot reach http://127.0.0.1:8080/v1/chat/completions: connection refused; "
+        "is the model server running?",
+        "thinking that through",
+    )
+
+
+def _revise_reason(rng: np.random.Generator, old: Request) -> Request:
+    was = str(old.arguments["question"])
+    k = pick(rng, [i for i, (q, _) in enumerate(QUESTIONS) if q not in was])
+    return replace(_reason(rng, k), ask=f"Actually, tell me {QUESTIONS[k][0]} instead.")
+
+
+EVENTS = ("team meeting", "dentist", "lunch with Sam", "yoga class", "call with the bank")
+
+
+def _calendar(rng: np.random.Generator, day: str = "") -> Request:
+    day = day or pick(rng, DAYS[1:])
+    failure = "the calendar service is unavailable"
+    if rng.random() < 0.5:
+        what, h = pick(rng, EVENTS), int(rng.integers(8, 19))
+        said = f"{(h - 1) % 12 + 1} {'in the morning' if h < 12 else 'pm'}"
+        return Request(
+            "calendar",
+            {"action": "add", "day": day, "title": what, "time": f"{h:02d}:00"},
+            f"Put {what} in my calendar {when(day)} at {said}.",
+            f"your calendar {when(day)}",
+            f"Added '{what}' on {day} at {h:02d}:00.",
+            f"Okay, {what} is in your calendar {when(day)} at {said}.",
+            failure,
+            f"adding that to your calendar {when(day)}",
+        )
+    first, second = pick(rng, EVENTS[:2]), pick(rng, EVENTS[2:])
+    return Request(
+        "calendar",
+        {"action": "list", "day": day},
+        pick(rng, ("What's on my calendar {d}?", "Do I have anything {d}?")).format(d=when(day)),
+        f"your calendar {when(day)}",
+        f"{day.capitalize()}: 09:00 {first}; 15:00 {second}.",
+        f"{cap(when(day))} you have the {first} at nine and the {second} at three.",
+        failure,
+        f"checking your calendar {when(day)}",
+    )
+
+
+def _revise_calendar(rng: np.random.Generator, old: Request) -> Request:
+    day = pick(rng, [d for d in DAYS[1:] if d != old.arguments["day"]])
+    asks = ("Sorry, I meant {x}.", "No, {x}.")
+    return replace(_calendar(rng, day), ask=pick(rng, asks).format(x=when(day)))
+
+
+ITEMS = ("milk", "eggs", "coffee", "apples", "bread", "rice", "olive oil", "dish soap")
+
+
+def _shopping(rng: np.random.Generator, item: str = "") -> Request:
+    item = item or pick(rng, ITEMS)
+    asks = ("Add {i} to the shopping list.", "Put {i} on my shopping list.")
+    return Request(
+        "shopping_list",
+        {"action": "add", "item": item},
+        pick(rng, asks).format(i=item),
+        "your shopping list",
+        f"Added {item} to the shopping list.",
+        f"I've added {item} to your shopping list.",
+        "",
+        f"adding {item} to your shopping list",
+    )
+
+
+def _revise_shopping(rng: np.random.Generator, old: Request) -> Request:
+    was = str(old.arguments["item"])
+    item = pick(rng, [i for i in ITEMS if i != was])
+    return replace(_shopping(rng, item), ask=pick(rng, REVISE).format(x=item, y=was))
+
+
+DOMAINS: dict[str, Domain] = {
+    d.name: d
+    for d in (
+        Domain("weather", (0.8, 8.0), True, _weather, _revise_weather),
+        Domain("clock", (0.05, 0.4), False, _clock, _revise_clock),
+        Domain("calculator", (0.05, 0.3), False, _calculator, _revise_calculator),
+        Domain("timer", (10.0, 30.0), False, _timer, _revise_timer),
+        Domain("mqtt_device", (0.3, 3.0), True, _device, _revise_device),
+        Domain("reason", (2.0, 12.0), True, _reason, _revise_reason),
+        Domain("calendar", (0.5, 6.0), True, _calendar, _revise_calendar),
+        Domain("shopping_list", (0.3, 2.0), False, _shopping, _revise_shopping),
+    )
+}
+
+
+# --- what is said without a tool -----------------------------------------------------------
+PLAIN = (
+    ("What's the capital of Australia?", "The capital of Australia is Canberra."),
+    ("How many legs does a spider have?", "A spider has eight legs."),
+    ("Who wrote Romeo and Juliet?", "William Shakespeare wrote Romeo and Juliet."),
+    ("What's the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
+    ("How many days are in a leap year?", "A leap year has 366 days."),
+    ("What's the largest planet?", "Jupiter is the largest planet in the solar system."),
+    ("What language do they speak in Brazil?", "In Brazil people speak Portuguese."),
+    ("How many minutes are in a day?", "There are 1440 minutes in a day."),
+    ("What's the tallest animal?", "The giraffe is the tallest animal."),
+    ("What colour do you get mixing blue and yellow?", "Blue and yellow make green."),
+)
+LONG = (
+    ("Tell me about the moon.", "The moon is about a quarter of the size of the earth. It "
+     "takes about a month to go around us, and it always shows us the same face. Its "
+     "gravity is what drives most of the tides in the oceans."),
+    ("How do bees make honey?", "Bees collect nectar from flowers and carry it back to the "
+     "hive. There they pass it from bee to bee and fan it with their wings until most of "
+     "the water is gone. Then they seal it in wax cells to keep it for the winter."),
+    ("Can you explain how a rainbow forms?", "A rainbow forms when sunlight shines through "
+     "raindrops. Each drop bends the light and splits it into its colours, and reflects it "
+     "back towards you. That is why you only see one with the sun behind you."),
+    ("What should I know about growing tomatoes?", "Tomatoes need a lot of sun, at least six "
+     "hours a day. Water them deeply but not too often, and give them a stake or a cage to "
+     "climb. Pick them when they are fully coloured and slightly soft."),
+    ("Tell me something about octopuses.", "Octopuses are remarkably clever animals. They "
+     "have three hearts and blue blood, and each of their eight arms can taste what it "
+     "touches. Some of them can even open jars to get at food."),
+)  # fmt: skip
+VISUAL = {
+    "colour": (("What colour is the {shape}?", "Which colour is the {shape}?"),
+               ("It's {colour}.", "The {shape} is {colour}.")),
+    "text": (("What does the sign say?", "Can you read the sign for me?"),
+             ("It says {text}.", "The sign says {text}.")),
+    "count": (("How many {shape}s do you see?", "How many {shape}s are there?"),
+              ("I can see {things}.", "There {are} {things}.")),
+    "position": (("Where is the {colour} {shape}?", "Where's the {colour} {shape}?"),
+                 ("It's {where}.", "The {colour} {shape} is {where}.")),
+}  # fmt: skip
+SIGNS = ("OPEN", "EXIT", "SALE", "STOP", "CAFE", "PUSH", "QUIET", "TAXI")
+WATCH = ("Tell me when a {thing} shows up.", "Let me know if you see a {thing}.")
+WATCH_ACK = ("Okay, I'll keep an eye out.", "Sure, I'll tell you when I see one.")
+PROACTIVE = ("There it is: a {thing} just appeared {where}.", "I can see a {thing} now, {where}.")
+
+# --- the lines of overlap events ---------------------------------------------------------
+BACKCHANNELS = ("mm-hmm", "uh-huh", "yeah", "right", "okay", "I see", "oh, really", "sure")
+ASIDES = ("Honey, can you turn the oven off?", "Just a second, Tom, I'm almost done.",
+          "Kids, dinner is ready!", "Can you pass me the remote?",
+          "Hang on, someone's at the door.",
+          "No, the blue one, on the table.")  # fmt: skip
+OTHER_ASIDES = ("Are you coming to dinner?", "Have you seen my keys anywhere?",
+                "I'm going to the shop, do you need anything?")  # fmt: skip
+TV_LINES = ("And in tonight's news, the city council has approved the new bridge.",
+            "Goal! What a finish from the young striker!",
+            "Stay tuned, we'll be right back after these messages.",
+            "Temperatures will drop sharply overnight across the north.")  # fmt: skip
+ROOM_SPEECH = ("Where did you put the scissors?", "I'll be back in ten minutes.",
+               "Did anyone call the plumber?")  # fmt: skip
+STOPS = ("Stop.", "Okay, stop, that's enough.", "Wait, stop.", "Stop, please.")
+STOPS_CANCEL = ("Stop, forget it.", "Stop, never mind, I don't need it.")
+CANCELS = ("Never mind, cancel that.", "Actually, forget it, I don't need it anymore.")
+RETRIES = ("Can you try again?", "Try again, please.", "Could you give it another go?")
+TOPIC_CHANGE = ("By the way, ", "Oh, before I forget, ", "Wait, different question. ")
+REPLACE = ("Actually, forget that. ", "Never mind that. ", "Scratch that. ")
+
+# --- what the assistant says around its work ---------------------------------------------
+HOLD = ("Let me check.", "One moment.", "Sure, one second.", "Okay, just a moment.")
+HOLD_LONG = ("Sure, I'm {doing} now, it might take a little while.",
+             "Okay, {doing}, this should only take a moment or two.")  # fmt: skip
+CANCEL_ACK = ("Okay, cancelled.", "Alright, I've cancelled it.", "Okay, never mind then.")
+REVISE_ACK = ("Okay, {topic} then, one moment.", "Got it, {topic} instead.")
+RETRY_ACK = ("Sure, trying again.", "Okay, let me try once more.")
+FAILED = ("Sorry, I couldn't get {topic} just now, the service isn't answering and I am "
+          "not sure when it will be back.",)  # fmt: skip
+SELF_RETRY = ("That didn't work, let me try again.", "No answer yet, I'll try once more.")
