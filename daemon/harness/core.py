@@ -59,6 +59,8 @@ from venus.daemon.harness.states import State
 log = logging.getLogger(__name__)
 
 SHORT_ID = 8  # how the frontend sees an item id in <|result|> text
+# Items a capability's name may refer to: not yet said (nor cancelled or expired).
+NOT_SAID = frozenset({State.QUEUED, State.RUNNING, State.COMPLETED, State.FAILED})
 
 
 @dataclass(frozen=True)
@@ -291,15 +293,21 @@ class HarnessCore:
 
     # --- decisions --------------------------------------------------------------------------
     def resolve(self, ref: str, session_id: str) -> str | None:
-        """The item ``ref`` names (a full id, or the short one the frontend saw) in this
-        session; None when there is none, or more than one."""
+        """The item ``ref`` names in this session: a full id, the short one a result
+        showed, or a capability's name for its newest item not yet said (the model sees
+        an item's id only in its result, so pending work is named by what it does).
+        None when there is none, or more than one."""
         item = self.journal.find(ref)
         if item is not None:
             return item.id if item.session_id == session_id else None
-        matches = [
-            i.id for i in self.journal.items(session_id=session_id) if i.id.startswith(ref.lower())
-        ]
-        return matches[0] if len(matches) == 1 else None
+        items = self.journal.items(session_id=session_id)
+        matches = [i.id for i in items if i.id.startswith(ref.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            pending = (i for i in items if i.capability == ref and i.state in NOT_SAID)
+            return next((i.id for i in pending), None)  # items() is newest first
+        return None
 
     def retry(self, item_id: str, session_id: str, new_id: str) -> WorkItem | None:
         """The frontend's retry: the same call again, as a new item superseding the old."""

@@ -102,3 +102,23 @@ def test_venus_call_prints_the_timer_once_it_is_done(tmp_path: Path) -> None:
     assert out["status"] == "completed"
     assert out["result"]["content"] == [{"type": "text", "text": "Your 1 second timer is done."}]
     assert out["result"]["structuredContent"]["timer"] == "t1"
+
+
+def test_the_model_cancels_pending_work_by_its_capabilitys_name(harness: Harness) -> None:
+    """The model sees an item's id only in its result; pending work is named by what it
+    does: ``{"cancel": "timer"}`` cancels the newest timer not yet said."""
+    from venus.daemon.frontend.channel import Delegation
+
+    older = harness.submit(Capture("timer", {"action": "set", "seconds": 30}, SESSION))
+    newer = harness.submit(Capture("timer", {"action": "set", "seconds": 40}, SESSION))
+    settled(harness)
+    cancel = '{"cancel": "timer"}'
+    harness.delegate(Delegation(SESSION, 3, "cancel", {}, cancel, action="cancel", target="timer"))
+    item = harness.wait(newer, WAIT_S)
+    assert item is not None and item.state is State.CANCELLED
+    assert state(harness, older) is State.RUNNING  # only the newest
+    other = Delegation("another", 3, "cancel", {}, cancel, action="cancel", target="timer")
+    harness.delegate(other)  # another session's timers are out of reach
+    settled(harness)
+    assert state(harness, older) is State.RUNNING
+    harness.cancel(older, "test over")
