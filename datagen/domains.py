@@ -3,33 +3,75 @@ lines overlap events are made of.
 
 A ``Domain`` makes a ``Request``: the user's words, the call's arguments (valid against
 the capability's input schema), the capability's answer and what the assistant says with
-it. The built-ins are the real contracts (``clock``, ``calculator``, ``timer``,
-``mqtt_device`` with the devices in ``DEVICES``, ``reason``); ``weather``, ``calendar``
-and ``shopping_list`` are mock contracts defined here. The calculator's answers are
-computed by the real calculator; the others are drawn. Latencies are seconds from the
-call to the result, per capability (a timer's is its duration).
+it. The calculator's answers are computed by the real calculator; the others are drawn.
+Latencies are seconds from the call to the result, per capability (a timer's is its
+duration).
+
+This module holds the request types and the eight domains (``DOMAINS``), and re-exports
+the rest; import from here. The contracts (built-in and mock) and argument validation
+are in ``domains_contracts``, the fixed lines (``PLAIN``, ``LONG``, ``BACKCHANNELS``, ...)
+in ``domains_lines``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
-from jsonschema import validators  # type: ignore[import-untyped]
 
-from venus.capabilities.builtin import CLOCK, WEEKDAYS
-from venus.capabilities.builtin.calculator import CALCULATOR, calculate
-from venus.capabilities.builtin.devices import DeviceSpec
-from venus.capabilities.builtin.mqtt_device import device_contract
-from venus.capabilities.builtin.reason import reason_capability
-from venus.capabilities.builtin.timer import TIMER, duration
-from venus.capabilities.contract import Contract
+from venus.capabilities.builtin import WEEKDAYS
+from venus.capabilities.builtin.calculator import calculate
+from venus.capabilities.builtin.timer import duration
+from venus.datagen.domains_contracts import (
+    CALENDAR,
+    DAYS,
+    DEVICES,
+    SHOPPING_LIST,
+    WEATHER,
+    argument_errors,
+    contracts,
+)
+from venus.datagen.domains_lines import (
+    ASIDES,
+    BACKCHANNELS,
+    CANCEL_ACK,
+    CANCELS,
+    FAILED,
+    HOLD,
+    HOLD_LONG,
+    LONG,
+    OTHER_ASIDES,
+    PLAIN,
+    PROACTIVE,
+    REPLACE,
+    RETRIES,
+    RETRY_ACK,
+    REVISE_ACK,
+    ROOM_SPEECH,
+    SELF_RETRY,
+    SIGNS,
+    STOPS,
+    STOPS_CANCEL,
+    TOPIC_CHANGE,
+    TV_LINES,
+    VISUAL,
+    WATCH,
+    WATCH_ACK,
+)
+
+__all__ = [
+    "ASIDES", "BACKCHANNELS", "CALENDAR", "CANCELS", "CANCEL_ACK", "CITIES", "DAYS",
+    "DEVICES", "DOMAINS", "EVENTS", "FAILED", "HOLD", "HOLD_LONG", "ITEMS", "LABELS", "LONG",
+    "OPS", "OTHER_ASIDES", "PLAIN", "PROACTIVE", "QUESTIONS", "REPLACE", "RETRIES",
+    "RETRY_ACK", "REVISE", "REVISE_ACK", "ROOM_SPEECH", "SECONDS", "SELF_RETRY",
+    "SHOPPING_LIST", "SIGNS", "SKIES", "STOPS", "STOPS_CANCEL", "TOPIC_CHANGE", "TV_LINES",
+    "UNITS", "VISUAL", "WATCH", "WATCH_ACK", "WEATHER", "ZONES", "Domain", "Request",
+    "argument_errors", "cap", "contracts", "pick", "when",
+]  # fmt: skip
 
 T = TypeVar("T")
-DAYS = ("today", "tomorrow", *(d.lower() for d in WEEKDAYS))
 
 
 def when(day: str) -> str:
@@ -75,88 +117,6 @@ class Domain:
     can_fail: bool
     make: Callable[[np.random.Generator], Request]
     revise: Callable[[np.random.Generator, Request], Request]
-
-
-# --- mock contracts -------------------------------------------------------------------------
-def _mock(name: str, description: str, schema: Mapping[str, Any], idempotent: bool) -> Contract:
-    return Contract(
-        name=name,
-        title=name.replace("_", " ").capitalize(),
-        description=description,
-        input_schema=schema,
-        timeout_s=15.0,
-        freshness_s=600.0,
-        idempotent=idempotent,
-    )
-
-
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 64}
-WEATHER = _mock(
-    "weather",
-    "The weather forecast for a city on a day.",
-    {
-        "type": "object",
-        "properties": {"city": _TEXT, "day": {"enum": list(DAYS)}},
-        "required": ["city", "day"],
-        "additionalProperties": False,
-    },
-    idempotent=True,
-)
-CALENDAR = _mock(
-    "calendar",
-    "The user's calendar: list a day's events, or add one (title, day, time HH:MM).",
-    {
-        "type": "object",
-        "properties": {
-            "action": {"enum": ["list", "add"]},
-            "day": {"enum": list(DAYS)},
-            "title": _TEXT,
-            "time": {"type": "string", "pattern": r"^([01]\d|2[0-3]):[0-5]\d$"},
-        },
-        "required": ["action", "day"],
-        "additionalProperties": False,
-        "if": {"properties": {"action": {"const": "add"}}},
-        "then": {"required": ["title", "time"]},
-    },
-    idempotent=False,
-)
-SHOPPING_LIST = _mock(
-    "shopping_list",
-    "The shopping list: add or remove an item.",
-    {
-        "type": "object",
-        "properties": {"action": {"enum": ["add", "remove"]}, "item": _TEXT},
-        "required": ["action", "item"],
-        "additionalProperties": False,
-    },
-    idempotent=False,
-)
-DEVICES = tuple(
-    DeviceSpec(name, "zigbee2mqtt", f"zigbee2mqtt/{name}", f"zigbee2mqtt/{name}/set")
-    for name in ("kitchen_light", "living_room_lamp", "bedroom_light", "fan", "heater")
-)
-
-
-@functools.cache
-def contracts() -> dict[str, Contract]:
-    """Every capability a plan may call, by name (built lazily: ``reason`` logs)."""
-    reason = reason_capability("http://127.0.0.1:8080/v1", model="planner").contract
-    made = (CLOCK, CALCULATOR, TIMER, device_contract(DEVICES, 1.0, 2.0), reason)
-    return {c.name: c for c in (*made, WEATHER, CALENDAR, SHOPPING_LIST)}
-
-
-@functools.cache
-def _validator(name: str) -> Any:
-    schema = contracts()[name].input_schema
-    return validators.validator_for(schema)(schema)
-
-
-def argument_errors(capability: str, arguments: Mapping[str, Any]) -> list[str]:
-    """Why ``arguments`` are not valid for ``capability`` (empty: they are)."""
-    if capability not in contracts():
-        return [f"unknown capability {capability!r}; known: {', '.join(contracts())}"]
-    errors = _validator(capability).iter_errors(dict(arguments))
-    return sorted(f"{'/'.join(map(str, e.path)) or '(top)'}: {e.message}" for e in errors)
 
 
 # --- the domains --------------------------------------------------------------------------
@@ -425,81 +385,3 @@ DOMAINS: dict[str, Domain] = {
         Domain("shopping_list", (0.3, 2.0), False, _shopping, _revise_shopping),
     )
 }
-
-
-# --- what is said without a tool -----------------------------------------------------------
-PLAIN = (
-    ("What's the capital of Australia?", "The capital of Australia is Canberra."),
-    ("How many legs does a spider have?", "A spider has eight legs."),
-    ("Who wrote Romeo and Juliet?", "William Shakespeare wrote Romeo and Juliet."),
-    ("What's the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
-    ("How many days are in a leap year?", "A leap year has 366 days."),
-    ("What's the largest planet?", "Jupiter is the largest planet in the solar system."),
-    ("What language do they speak in Brazil?", "In Brazil people speak Portuguese."),
-    ("How many minutes are in a day?", "There are 1440 minutes in a day."),
-    ("What's the tallest animal?", "The giraffe is the tallest animal."),
-    ("What colour do you get mixing blue and yellow?", "Blue and yellow make green."),
-)
-LONG = (
-    ("Tell me about the moon.", "The moon is about a quarter of the size of the earth. It "
-     "takes about a month to go around us, and it always shows us the same face. Its "
-     "gravity is what drives most of the tides in the oceans."),
-    ("How do bees make honey?", "Bees collect nectar from flowers and carry it back to the "
-     "hive. There they pass it from bee to bee and fan it with their wings until most of "
-     "the water is gone. Then they seal it in wax cells to keep it for the winter."),
-    ("Can you explain how a rainbow forms?", "A rainbow forms when sunlight shines through "
-     "raindrops. Each drop bends the light and splits it into its colours, and reflects it "
-     "back towards you. That is why you only see one with the sun behind you."),
-    ("What should I know about growing tomatoes?", "Tomatoes need a lot of sun, at least six "
-     "hours a day. Water them deeply but not too often, and give them a stake or a cage to "
-     "climb. Pick them when they are fully coloured and slightly soft."),
-    ("Tell me something about octopuses.", "Octopuses are remarkably clever animals. They "
-     "have three hearts and blue blood, and each of their eight arms can taste what it "
-     "touches. Some of them can even open jars to get at food."),
-)  # fmt: skip
-VISUAL = {
-    "colour": (("What colour is the {shape}?", "Which colour is the {shape}?"),
-               ("It's {colour}.", "The {shape} is {colour}.")),
-    "text": (("What does the sign say?", "Can you read the sign for me?"),
-             ("It says {text}.", "The sign says {text}.")),
-    "count": (("How many {shape}s do you see?", "How many {shape}s are there?"),
-              ("I can see {things}.", "There {are} {things}.")),
-    "position": (("Where is the {colour} {shape}?", "Where's the {colour} {shape}?"),
-                 ("It's {where}.", "The {colour} {shape} is {where}.")),
-}  # fmt: skip
-SIGNS = ("OPEN", "EXIT", "SALE", "STOP", "CAFE", "PUSH", "QUIET", "TAXI")
-WATCH = ("Tell me when a {thing} shows up.", "Let me know if you see a {thing}.")
-WATCH_ACK = ("Okay, I'll keep an eye out.", "Sure, I'll tell you when I see one.")
-PROACTIVE = ("There it is: a {thing} just appeared {where}.", "I can see a {thing} now, {where}.")
-
-# --- the lines of overlap events ---------------------------------------------------------
-BACKCHANNELS = ("mm-hmm", "uh-huh", "yeah", "right", "okay", "I see", "oh, really", "sure")
-ASIDES = ("Honey, can you turn the oven off?", "Just a second, Tom, I'm almost done.",
-          "Kids, dinner is ready!", "Can you pass me the remote?",
-          "Hang on, someone's at the door.",
-          "No, the blue one, on the table.")  # fmt: skip
-OTHER_ASIDES = ("Are you coming to dinner?", "Have you seen my keys anywhere?",
-                "I'm going to the shop, do you need anything?")  # fmt: skip
-TV_LINES = ("And in tonight's news, the city council has approved the new bridge.",
-            "Goal! What a finish from the young striker!",
-            "Stay tuned, we'll be right back after these messages.",
-            "Temperatures will drop sharply overnight across the north.")  # fmt: skip
-ROOM_SPEECH = ("Where did you put the scissors?", "I'll be back in ten minutes.",
-               "Did anyone call the plumber?")  # fmt: skip
-STOPS = ("Stop.", "Okay, stop, that's enough.", "Wait, stop.", "Stop, please.")
-STOPS_CANCEL = ("Stop, forget it.", "Stop, never mind, I don't need it.")
-CANCELS = ("Never mind, cancel that.", "Actually, forget it, I don't need it anymore.")
-RETRIES = ("Can you try again?", "Try again, please.", "Could you give it another go?")
-TOPIC_CHANGE = ("By the way, ", "Oh, before I forget, ", "Wait, different question. ")
-REPLACE = ("Actually, forget that. ", "Never mind that. ", "Scratch that. ")
-
-# --- what the assistant says around its work ---------------------------------------------
-HOLD = ("Let me check.", "One moment.", "Sure, one second.", "Okay, just a moment.")
-HOLD_LONG = ("Sure, I'm {doing} now, it might take a little while.",
-             "Okay, {doing}, this should only take a moment or two.")  # fmt: skip
-CANCEL_ACK = ("Okay, cancelled.", "Alright, I've cancelled it.", "Okay, never mind then.")
-REVISE_ACK = ("Okay, {topic} then, one moment.", "Got it, {topic} instead.")
-RETRY_ACK = ("Sure, trying again.", "Okay, let me try once more.")
-FAILED = ("Sorry, I couldn't get {topic} just now, the service isn't answering and I am "
-          "not sure when it will be back.",)  # fmt: skip
-SELF_RETRY = ("That didn't work, let me try again.", "No answer yet, I'll try once more.")

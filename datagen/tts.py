@@ -37,7 +37,7 @@ import soxr  # type: ignore[import-untyped, unused-ignore]
 from numpy.typing import NDArray
 
 from venus.datagen.acoustics import SAMPLE_RATE, onsets
-from venus.errors import VenusError
+from venus.errors import DatagenError
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ _PAUSE = re.compile(r"\{pause:(\d+)\}")
 _MARKER = re.compile(r"\{[^{}]*\}")
 
 
-class SynthesisError(VenusError):
+class SynthesisError(DatagenError):
     """A speech engine is missing, refused the voice, or failed."""
 
 

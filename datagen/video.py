@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from venus.errors import VenusError
+from venus.errors import DatagenError
 
 Image = NDArray[np.uint8]  # height x width x 3, RGB
 
@@ -50,7 +50,7 @@ KINDS = SHAPES + LABELS
 _CLOCK_TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
 
 
-class VideoError(VenusError):
+class VideoError(DatagenError):
     """A scene's video could not be written."""
 
 

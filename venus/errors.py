@@ -40,3 +40,9 @@ class ServiceError(VenusError):
 
 class BenchError(VenusError):
     """A benchmark was asked for something it cannot measure or estimate."""
+
+
+class DatagenError(VenusError):
+    """The offline data pipeline (``venus.datagen``) cannot plan, synthesize or render a
+    sample. Each stage raises its own subclass (``PlanError``, ``SynthesisError``,
+    ``VideoError``); a bad generation config is a ``ConfigError`` instead."""
