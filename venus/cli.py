@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.daemon.harness.call_cli import register as register_call
     from venus.daemon.harness.items_cli import register as register_items
     from venus.daemon.run_cli import register as register_run
+    from venus.datagen.cli import register as register_datagen
     from venus.export.cli import register as register_export
 
     register_run(commands)
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_daemon(commands)
     register_export(commands)
     register_bench(commands)
+    register_datagen(commands)
     return parser
 
 
