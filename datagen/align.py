@@ -131,7 +131,7 @@ def chunk_targets(r: Realization) -> tuple[ChunkTarget, ...]:
             action[k] = e.action
     first_chunk = {i: c.start for i, c in replies.items()}
     for d in plan.delegations:
-        delegate[first_chunk[d.call_turn]].append(d.span())
+        delegate[first_chunk[d.call_turn]].append(plan.delegate_span(d))
         if d.cancel_turn is not None:
             delegate[first_chunk[d.cancel_turn]].append(d.cancel_span())
         if d.result_at_s is not None:

@@ -152,6 +152,11 @@ class Plan:
         turn = self.turns[event.turn]
         return turn.start_s, turn.end_s
 
+    def delegate_span(self, d: Delegation) -> str:
+        """The span ``d`` is written as (``Delegation.span``, with what it supersedes)."""
+        old = next((x for x in self.delegations if x.item_id == d.supersedes), None)
+        return d.span(old.capability if old is not None and d.form == "call" else None)
+
     def retime(self, durations_s: Sequence[float]) -> Plan:
         """This plan with measured turn durations: every start, cut, result time and the
         duration recomputed from the anchors. PlanError if the plan no longer holds

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from venus.datagen.domains_contracts import argument_errors
-from venus.datagen.plan_parts import OverlapEvent, Turn
+from venus.datagen.plan_parts import Delegation, OverlapEvent, Turn
 from venus.datagen.plan_types import CUTTING, EPS_S, EVENT_ROLES, PlanError, ms, snap
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def resolve(turns: Sequence[Turn], events: Sequence[OverlapEvent], chunk_s: floa
     cut_by = {
         e.over_turn: e.turn for e in events if e.action in CUTTING and e.over_turn is not None
     }
+    cuts = {by: over for over, by in cut_by.items()}
     out: list[Turn] = []
     for i, turn in enumerate(turns):
         a = turn.anchor
@@ -48,10 +49,14 @@ def resolve(turns: Sequence[Turn], events: Sequence[OverlapEvent], chunk_s: floa
         out.append(
             replace(turn, start_s=snap(start, chunk_s) if a.snap else ms(start), cut_at_s=None)
         )
-    for over, by in sorted(cut_by.items()):
-        if not 0 <= over < by < len(out):
-            raise PlanError(f"turn {by} cuts turn {over}: not an earlier turn")
-        out[over] = replace(out[over], cut_at_s=snap(out[by].end_s, chunk_s))
+        over = cuts.get(i)  # known from here on: a later turn waiting for it sees the cut
+        if over is not None:
+            if not 0 <= over < i:
+                raise PlanError(f"turn {i} cuts turn {over}: not an earlier turn")
+            out[over] = replace(out[over], cut_at_s=snap(out[i].end_s, chunk_s))
+    for over, by in cut_by.items():
+        if not 0 <= by < len(out):
+            raise PlanError(f"turn {by} cuts turn {over}: there is no turn {by}")
     return out
 
 
@@ -189,10 +194,14 @@ def _check_delegations(plan: Plan) -> None:
             by_turn = d.cancel_turn if d.cancel_turn is not None else superseded[0].call_turn
             if _assistant(plan, by_turn, what).start_s >= ready_s - EPS_S or by_turn <= d.call_turn:
                 raise PlanError(f"{what}: cancelled after its result was ready")
+        if d.status == "cancelled" and d.cancel_turn is not None:
+            _named_uniquely(plan, d, plan.turns[d.cancel_turn].start_s, what)
         if d.supersedes is not None:
             old = by_id.get(d.supersedes)
             if old is None or ids.index(old.item_id) >= k:
                 raise PlanError(f"{what}: supersedes {d.supersedes}, not an earlier item")
+            if d.form == "call":
+                _named_uniquely(plan, old, plan.turns[d.call_turn].start_s, what)
             if d.form == "retry" and (
                 old.status != "failed"
                 or (old.capability, old.arguments) != (d.capability, d.arguments)
@@ -200,6 +209,28 @@ def _check_delegations(plan: Plan) -> None:
                 raise PlanError(f"{what}: a retry repeats the call of a failed item")
             if d.form == "call" and old.status != "cancelled":
                 raise PlanError(f"{what}: a revision or replacement cancels the item it supersedes")
+
+
+def _named_uniquely(plan: Plan, target: Delegation, at_s: float, what: str) -> None:
+    """Pending work is named by its capability (the harness takes the session's newest
+    item of it not yet said): at ``at_s`` that must be ``target``."""
+
+    def cancelled_s(d: Delegation) -> float | None:
+        if d.cancel_turn is not None:
+            return plan.turns[d.cancel_turn].start_s
+        by = [x for x in plan.delegations if x.supersedes == d.item_id and x.form == "call"]
+        return plan.turns[by[0].call_turn].start_s if by else None
+
+    pending = [
+        d
+        for d in plan.delegations
+        if d.capability == target.capability
+        and plan.turns[d.call_turn].start_s < at_s
+        and (d.result_at_s is None or d.result_at_s >= at_s)
+        and ((c := cancelled_s(d)) is None or c >= at_s)
+    ]
+    if not pending or pending[-1] is not target:
+        raise PlanError(f"{what}: {target.capability!r} would not name {target.item_id} then")
 
 
 def _check_overlaps(plan: Plan) -> None:

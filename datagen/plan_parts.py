@@ -193,17 +193,25 @@ class Delegation:
         if self.result_after_s <= 0:
             raise PlanError(f"{self.item_id}: result_after_s must be > 0")
 
-    def span(self) -> str:
-        """The JSON the model writes between ``<|delegate|>`` and ``<|/delegate|>``."""
+    def span(self, superseded_capability: str | None = None) -> str:
+        """The JSON the model writes between ``<|delegate|>`` and ``<|/delegate|>``.
+
+        The model sees an item's id only in its result, so it names work still pending
+        by its capability (the harness resolves that to the session's newest item of it
+        not yet said): a revision or replacement supersedes ``superseded_capability``;
+        a retry names the failed item by the id its result showed."""
         if self.form == "retry":
             return json.dumps({"retry": self.supersedes})
         call: dict[str, Any] = {"name": self.capability, "arguments": dict(self.arguments)}
         if self.supersedes is not None:
-            call["supersedes"] = self.supersedes
+            if superseded_capability is None:
+                raise PlanError(f"delegation {self.item_id}: name what it supersedes")
+            call["supersedes"] = superseded_capability
         return json.dumps(call, ensure_ascii=False)
 
     def cancel_span(self) -> str:
-        return json.dumps({"cancel": self.item_id})
+        """``{"cancel": capability}``: cancelled work is always still pending."""
+        return json.dumps({"cancel": self.capability})
 
     def injected(self) -> str:
         """The ``<|result|>`` text the harness injects (HarnessCore's offer)."""

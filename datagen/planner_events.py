@@ -28,7 +28,7 @@ from venus.datagen.plan import (
     ms,
     snap,
 )
-from venus.datagen.planner_draft import ANSWER_GAP_S, Draft, Work, draw
+from venus.datagen.planner_draft import Draft, Work, draw
 
 EVENT_GAP_S = 0.3  # between two events over one turn
 CUT_MARGIN_S = 0.5  # a cut falls at least this long before the turn's natural end
@@ -122,7 +122,9 @@ class EventDraft(Draft):
         self.events_left -= 1
         response = None
         if said.role is not None:  # after the cut interruption: it alone is open
-            anchor = Anchor(None, 0.0, 0.0, (turn,), ANSWER_GAP_S, True)
+            # A yield takes its chunk: the chunk that cuts the reply decides listen, the
+            # next decides the response, heard one chunk after the cut.
+            anchor = Anchor(None, 0.0, 0.0, (turn, over), self.chunk_s, True)
             response = self.add("assistant", said.role, said.response, anchor, turn)
         item = work.item_id if work is not None else None
         self.events.append(

@@ -4,10 +4,11 @@ checked against docs/timeline.md's rules on realized samples (real synthesis).""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cache
 from itertools import islice
+from typing import Any
 
 import numpy as np
 import pytest
@@ -169,6 +170,21 @@ def test_delegation_spans_parse_and_results_come_at_their_chunk() -> None:
         records = build_trajectory(r, FILES).delegations
         by_id = {d.item_id: d for d in r.plan.delegations}
         seen = 0
+
+        def named(capability: str, chunk: int, records: Sequence[Any] = records) -> str:
+            """What the harness resolves a capability's name to at ``chunk``: the newest
+            item of it called before and not yet said or cancelled."""
+            pending = [
+                d.item_id
+                for d in records
+                if d.capability == capability
+                and d.call_chunk < chunk
+                and (d.result_chunk is None or d.result_chunk >= chunk)
+                and (d.cancel_chunk is None or d.cancel_chunk >= chunk)
+            ]
+            assert pending, f"{capability} names nothing pending at chunk {chunk}"
+            return pending[-1]
+
         for c in chunks:
             for raw in c.delegate:
                 call = parse_call(raw)
@@ -177,9 +193,17 @@ def test_delegation_spans_parse_and_results_come_at_their_chunk() -> None:
                 if call.action == "call":
                     item = next(d for d in records if d.call_chunk == c.index and d.form == "call")
                     assert (call.name, call.arguments) == (item.capability, dict(item.arguments))
-                    assert call.target == item.supersedes
-                else:
-                    assert call.target in by_id and call.action in ("cancel", "retry")
+                    if item.supersedes is None:
+                        assert call.target is None
+                    else:  # pending work is named by its capability
+                        assert call.target is not None
+                        assert named(call.target, c.index) == item.supersedes
+                elif call.action == "cancel":
+                    assert call.target is not None
+                    cancelled = named(call.target, c.index)
+                    assert by_id[cancelled].cancel_turn is not None
+                else:  # a retry names the failed item by the id its result showed
+                    assert call.action == "retry" and call.target in by_id
             for text in c.results:
                 result = json.loads(text)
                 item = by_id[result["item"]]

@@ -157,7 +157,7 @@ def trajectory(plan: Plan) -> dict[str, Any]:
             "action": next((e.action for e, w in zip(plan.events, windows, strict=True)
                             if chunk_of(w[0]) == k), None),
             "text": text,
-            "delegate": [d.span() for d in plan.delegations
+            "delegate": [plan.delegate_span(d) for d in plan.delegations
                          if chunk_of(plan.turns[d.call_turn].start_s) == k],
             "results": [d.injected() for d in plan.delegations
                         if d.result_at_s is not None and chunk_of(d.result_at_s) == k],
