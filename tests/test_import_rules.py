@@ -8,11 +8,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # folder -> venus subpackages it must never import
 FORBIDDEN = {
-    "hw": {"engines", "capabilities", "daemon", "export", "datagen"},
-    "engines": {"hw", "capabilities", "daemon", "export", "datagen"},
-    "capabilities": {"hw", "engines", "daemon", "export", "datagen"},
-    "daemon": {"export", "datagen"},
-    "datagen": {"hw", "engines", "daemon", "export"},  # offline; builds on capabilities only
+    "hw": {"engines", "capabilities", "daemon", "export", "datagen", "evaluation"},
+    "engines": {"hw", "capabilities", "daemon", "export", "datagen", "evaluation"},
+    "capabilities": {"hw", "engines", "daemon", "export", "datagen", "evaluation"},
+    "daemon": {"export", "datagen", "evaluation"},
+    "datagen": {"hw", "engines", "daemon", "export", "evaluation"},  # offline; on capabilities
+    "evaluation": {"export"},  # runs the daemon's offline path; never torch
     "venus": set(),
 }
 # bench may import everything, but venus.export (torch) only inside functions: checked below.
@@ -23,6 +24,7 @@ FORBIDDEN_THIRD_PARTY = {
     "capabilities": {"torch", "onnxruntime", "tensorrt", "numpy", "cv2"},
     "daemon": {"torch"},
     "datagen": {"torch", "onnxruntime", "tensorrt"},
+    "evaluation": {"torch"},
 }
 
 
