@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.daemon.harness.items_cli import register as register_items
     from venus.daemon.run_cli import register as register_run
     from venus.datagen.cli import register as register_datagen
+    from venus.evaluation.cli import register as register_eval
     from venus.export.cli import register as register_export
 
     register_run(commands)
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_export(commands)
     register_bench(commands)
     register_datagen(commands)
+    register_eval(commands)
     return parser
 
 

@@ -46,3 +46,8 @@ class DatagenError(VenusError):
     """The offline data pipeline (``venus.datagen``) cannot plan, synthesize or render a
     sample. Each stage raises its own subclass (``PlanError``, ``SynthesisError``,
     ``VideoError``); a bad generation config is a ``ConfigError`` instead."""
+
+
+class EvaluationError(VenusError):
+    """The evaluation suite (``venus.evaluation``) was given data or outputs it cannot
+    score: a missing or misaligned file, bad metadata."""
