@@ -66,6 +66,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="offline: run the harness too, with this journal (results then arrive in wall "
         "time, so the run is no longer deterministic); live: override [harness] journal",
     )
+    run.add_argument(
+        "--policy",
+        choices=("model", "vad", "always-continue"),
+        help="offline, for evaluation baselines: who takes each chunk's decision: model (the "
+        "default: the model, as in production), vad (a cascade: stop on any overlapping user "
+        "speech, answer after 0.6 s of silence) or always-continue (never yield while "
+        "speaking); the chunks where it overrode the model say so in the timeline",
+    )
     run.add_argument("--quiet", action="store_true", help="no line per chunk")
     run.set_defaults(run=_run)
 
@@ -112,18 +120,20 @@ def _read_config(args: argparse.Namespace) -> VenusConfig:
 
 def _run(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    if args.offline is None and (args.out or args.video):
-        raise ConfigError("--out and --video go with --offline INPUT.wav")
+    if args.offline is None and (args.out or args.video or args.policy):
+        raise ConfigError("--out, --video and --policy go with --offline INPUT.wav")
     if args.offline is not None and args.out is None:
         raise ConfigError("--offline needs --out DIR for its outputs")
     if args.offline is None:
         return _run_live(args, cfg)
     from venus.daemon.frontend.offline import run_offline
+    from venus.daemon.frontend.policy import policy_named
     from venus.daemon.frontend.session import engine_options
     from venus.daemon.frontend.summary import render
     from venus.daemon.service.observe import observe
     from venus.engines.runners import Engines
 
+    policy = policy_named(args.policy or "model")
     engines = Engines.open(cfg.model.engines, engine_options(cfg))
     chunk_s = engines.manifest.schedule.chunk_s
     cfg = _with_engine_schedule(cfg, chunk_s)
@@ -139,7 +149,14 @@ def _run(args: argparse.Namespace) -> int:
             metrics.on_record(record)
 
         done = run_offline(
-            cfg, engines, args.offline, args.out, args.video, on_record, harness=harness
+            cfg,
+            engines,
+            args.offline,
+            args.out,
+            args.video,
+            on_record,
+            harness=harness,
+            policy=policy,
         )
     sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
     return 0
@@ -369,7 +386,11 @@ def _progress(chunk_s: float, total: int | None, quiet: bool) -> Any:
         of = f"/{total}" if total else ""
         text = (r.text[:28] + "...") if len(r.text) > 31 else r.text
         flags = " ".join(
-            [*(["delegate"] if r.delegations else []), *(["cut"] if r.playback_stopped else [])]
+            [
+                *(["delegate"] if r.delegations else []),
+                *(["cut"] if r.playback_stopped else []),
+                *([f"({r.overridden_by})"] if r.overridden_by else []),
+            ]
         )
         sys.stdout.write(
             f"chunk {r.index + 1:>4}{of}  {r.start_s:7.2f} s  {r.decision:<8} "

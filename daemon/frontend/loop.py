@@ -125,13 +125,14 @@ class FrontendLoop:
 
     def one(self, stream: Stream, chunk: AudioChunk, frames: FrameSource) -> ChunkResult:
         end_s = chunk.start_s + self.period_s
-        speech_ratio = self.vad.process(chunk.samples).speech_ratio if self.vad else 0.0
+        vad = self.vad.process(chunk.samples) if self.vad else None
         data = ChunkInput(
             index=chunk.index,
             start_s=chunk.start_s,
             samples=np.asarray(chunk.samples, np.float32),
             frame=frames(end_s),
-            speech_ratio=speech_ratio,
+            speech_ratio=vad.speech_ratio if vad else 0.0,
+            vad=vad,
             boundary_s=self.clock.boundary(chunk),
         )
         self.clock.before_step(self.speech_out, end_s)

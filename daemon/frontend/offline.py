@@ -24,6 +24,7 @@ from venus.daemon.frontend.clock import OfflineClock
 from venus.daemon.frontend.loop import FrameSource, no_frames
 from venus.daemon.frontend.outputs import OutputFiles, write_outputs
 from venus.daemon.frontend.playback import TrackOut
+from venus.daemon.frontend.policy import DecisionPolicy, ModelPolicy
 from venus.daemon.frontend.session import open_frontend
 from venus.daemon.frontend.summary import Summary, summarize, summary_json
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
@@ -55,7 +56,12 @@ def run_offline(
     harness: HarnessChannel | None = None,
     extra_summary: dict[str, object] | None = None,
     session_id: str | None = None,
+    policy: DecisionPolicy | None = None,
 ) -> OfflineRun:
+    """The frontend over ``input_wav``; outputs in ``out_dir``. ``policy`` takes the
+    control decisions (default ``ModelPolicy``; ``VadPolicy`` and ``AlwaysContinuePolicy``
+    are the evaluation baselines); ``summary.json`` names it."""
+    policy = policy or ModelPolicy()
     out_dir.mkdir(parents=True, exist_ok=True)
     s = engines.manifest.schedule
     rate = s.sample_rate_out
@@ -75,7 +81,7 @@ def run_offline(
             on_record(record)
 
         clock = OfflineClock(track, rate)
-        frontend = open_frontend(cfg, engines, track, clock, sink, harness, session_id)
+        frontend = open_frontend(cfg, engines, track, clock, sink, harness, session_id, policy)
         started = time.perf_counter()
         try:
             with source:
@@ -88,6 +94,6 @@ def run_offline(
     input_s = source.duration_s
     files = write_outputs(out_dir, input_wav, track.track(round(input_s * rate)), rate)
     summary = summarize(frontend.records, wall_s, input_s)
-    data = {**summary_json(summary), **(extra_summary or {})}
+    data = {**summary_json(summary), "policy": policy.name, **(extra_summary or {})}
     (out_dir / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
     return OfflineRun(out_dir, frontend.records, summary, files, wall_s, input_s)

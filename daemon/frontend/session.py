@@ -23,6 +23,7 @@ from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall
 from venus.daemon.frontend.loop import FrontendLoop
 from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
+from venus.daemon.frontend.policy import DecisionPolicy
 from venus.daemon.frontend.speech_out import SpeechOut
 from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep, Samplers, StepSettings
 from venus.daemon.frontend.stream import Stream
@@ -95,7 +96,10 @@ def open_frontend(
     on_record: RecordSink,
     harness: HarnessChannel | None = None,
     session_id: str | None = None,
+    policy: DecisionPolicy | None = None,
 ) -> Frontend:
+    """Every part of one frontend. ``policy`` takes the control decisions (default
+    ``ModelPolicy``: the model's own; the others are evaluation baselines)."""
     check_schedule(cfg, engines)
     harness = harness or NoHarness()
     s = cfg.schedule
@@ -106,7 +110,8 @@ def open_frontend(
         sink_tokens=s.sink_tokens,
     )
     deadlines = Deadlines(s.chunk_s, enabled=s.deadlines and not clock.offline)
-    step = ChunkStep(engines, harness, make_samplers(cfg, engines), deadlines, settings)
+    samplers = make_samplers(cfg, engines)
+    step = ChunkStep(engines, harness, samplers, deadlines, settings, policy)
     records: list[ChunkRecord] = []
 
     def events(event: PlaybackEvent) -> None:
@@ -185,6 +190,7 @@ def to_record(r: ChunkResult) -> ChunkRecord:
         latency_ms=latency,
         deadline_missed=r.late,
         degraded=tuple(r.degraded),
+        overridden_by=r.overridden_by,
     )
 
 

@@ -2,10 +2,11 @@
 
 Reads top to bottom in the order of ``docs/timeline.md``'s token layout: log-mel ->
 audio encoder -> (vision encoder) -> results from the harness -> backbone prefill ->
-control decision -> text tokens (with delegation spans) -> speech decoder. What comes out
-is a ``ChunkResult``: the speech tokens for token-to-wave, the playback action, and what
-the timeline records. Every stage is timed; ``Deadlines`` may skip the vision encoder or
-shorten the speech budget when the chunk runs late.
+control decision (the model's, unless the ``DecisionPolicy`` replaces it) -> text tokens
+(with delegation spans) -> speech decoder. What comes out is a ``ChunkResult``: the
+speech tokens for token-to-wave, the playback action, and what the timeline records.
+Every stage is timed; ``Deadlines`` may skip the vision encoder or shorten the speech
+budget when the chunk runs late.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ from numpy.typing import NDArray
 from venus.daemon.frontend.channel import Delegation, HarnessChannel, InjectedResult
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
+from venus.daemon.frontend.policy import DecisionPoint, DecisionPolicy, ModelPolicy
 from venus.daemon.frontend.stream import Stream
+from venus.daemon.frontend.timeline import Baseline, Decision
 from venus.daemon.frontend.tokens import Vocab
 from venus.engines.mel import LogMel
 from venus.engines.runners import Engines
 from venus.engines.sampler import Sampler
+from venus.errors import EngineError
 from venus.hw.frames import Frame
+from venus.hw.vad import VadStats
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,7 @@ class ChunkInput:
     samples: NDArray[np.float32]  # 16 kHz mono, one chunk
     frame: Frame | None  # the latest camera frame at the boundary, if any
     speech_ratio: float = 0.0  # VAD: fraction of the chunk the user spoke
+    vad: VadStats | None = None  # the VAD's view of the chunk (None: no VAD runs)
     boundary_s: float | None = None  # time.monotonic() when the chunk's audio was complete
 
 
@@ -86,6 +92,7 @@ class ChunkResult:
     latency_ms: dict[str, float] = field(default_factory=dict)
     late: bool = False  # done after boundary + period
     playback_stopped: bool = False  # the loop cut queued output in this chunk
+    overridden_by: Baseline | None = None  # the policy that replaced the model's decision
 
 
 class ChunkStep:
@@ -96,9 +103,11 @@ class ChunkStep:
         samplers: Samplers,
         deadlines: Deadlines,
         settings: StepSettings,
+        policy: DecisionPolicy | None = None,
     ) -> None:
         self.engines, self.harness, self.deadlines = engines, harness, deadlines
         self.settings = settings
+        self.policy: DecisionPolicy = policy or ModelPolicy()
         self.vocab = Vocab.of(engines.manifest.special_tokens)
         self.schedule = engines.manifest.schedule
         self.mel = LogMel.from_schedule(self.schedule)
@@ -131,7 +140,7 @@ class ChunkStep:
         with clock("decide"):
             control = self.samplers.control
             token = control.choose(v.control(control.scores(logits[0, -1])))
-        out.decision = v.decision_of(token)
+            token = self._policy(stream, chunk, v.decision_of(token), out)
 
         if out.decision == "speak":
             if stream.reply_id is None:
@@ -150,6 +159,20 @@ class ChunkStep:
         out.late = clock.elapsed() > self.schedule.chunk_s
         stream.chunks += 1
         return out
+
+    def _policy(self, stream: Stream, chunk: ChunkInput, model: Decision, out: ChunkResult) -> int:
+        """The decision policy's word on the model's decision, before the token enters the
+        context (so the context holds what was done). -> the control token taken."""
+        speaking = stream.reply_id is not None
+        point = DecisionPoint(model, speaking, chunk.vad, self.schedule.chunk_s)
+        out.decision = self.policy.decide(point, stream.turn)
+        if out.decision != model:
+            name = self.policy.name
+            if name == "model":
+                raise EngineError(f"{type(self.policy).__name__}, named model, overrode the model")
+            out.overridden_by = name
+            log.debug("chunk %d: %s, not %s (%s policy)", chunk.index, out.decision, model, name)
+        return self.vocab.decision(out.decision)
 
     def _perceive(
         self, stream: Stream, chunk: ChunkInput, out: ChunkResult, clock: _Clock

@@ -2,8 +2,9 @@
 
 Everything the chunk step carries from one chunk to the next lives here: the mel front
 end's carry, the audio encoder's window, the backbone's KV cache, the reply being spoken
-(its speech-decoder cache and id), an open delegation span, and the tokens that lead the
-next prefill. Token-to-wave state (flow, vocoder) belongs to the speech-out thread.
+(its speech-decoder cache and id), an open delegation span, the tokens that lead the
+next prefill, and the user's turn as a VAD decision policy tracks it. Token-to-wave state
+(flow, vocoder) belongs to the speech-out thread.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.daemon.frontend.policy import UserTurn
 from venus.engines.backbone import BackboneState
 from venus.engines.encoders import AudioState
 from venus.engines.mel import MelState
@@ -41,6 +43,7 @@ class Stream:
     recent_audio: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     frame: NDArray[np.uint8] | None = None  # the latest camera frame (RGB), for evidence
     chunks: int = 0  # chunks stepped
+    turn: UserTurn = field(default_factory=UserTurn)  # the user's turn (``VadPolicy``)
 
     def remember(self, samples: NDArray[np.float32], frame: NDArray[np.uint8] | None) -> None:
         """Keep the recent audio and the latest frame (new arrays: a delegation may hold
@@ -84,3 +87,4 @@ class Stream:
         self.recent_audio = np.zeros(0, np.float32)
         self.frame = None
         self.chunks = 0
+        self.turn = UserTurn()

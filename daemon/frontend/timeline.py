@@ -32,10 +32,12 @@ __all__ = [
     "DEGRADATIONS",
     "SCHEMA_ID",
     "STAGES",
+    "Baseline",
     "ChunkRecord",
     "Decision",
     "Degradation",
     "DelegationRecord",
+    "PolicyName",
     "ResultRecord",
     "TimelineError",
     "TimelineWriter",
@@ -57,6 +59,8 @@ Stage = Literal[
 ]
 STAGES: tuple[Stage, ...] = get_args(Stage)  # in the order a chunk runs them
 Decision = Literal["listen", "speak", "turn_eos"]
+Baseline = Literal["vad", "always-continue"]  # decision policies other than the model's
+PolicyName = Literal["model", Baseline]  # every decision policy (``policy``)
 Degradation = Literal["vision_skipped", "speech_shortened"]
 DEGRADATIONS: tuple[Degradation, ...] = get_args(Degradation)
 SCHEMA_ID = "https://realtime-venus.dev/schemas/timeline.schema.json"
@@ -135,7 +139,10 @@ class ChunkRecord:
     start_s: float = Field(
         ge=0, description="Start of the chunk on the input's sample clock, seconds."
     )
-    decision: Decision = Field(description="The control token the model chose.")
+    decision: Decision = Field(
+        description="The control token the chunk took: the model's choice, or the decision "
+        "policy's where overridden_by names one."
+    )
     text: str = Field(description="Text decoded in this chunk (spoken; delegations apart).")
     text_tokens: Count = Field(description="Text tokens decoded in this chunk.")
     speech_tokens: Count = Field(description="Speech (S3, 25 Hz) tokens decoded.")
@@ -170,6 +177,12 @@ class ChunkRecord:
     degraded: tuple[DegradationName, ...] = Field(
         description="What was left out to keep up: vision_skipped (no frame encoded), "
         "speech_shortened (less speech synthesized than the chunk's share)."
+    )
+    overridden_by: Baseline | None = Field(
+        default=None,
+        description="The decision policy that replaced the model's decision in this chunk "
+        "(an evaluation baseline: vad, always-continue); null when the chunk took the "
+        "model's own decision.",
     )
 
     @model_validator(mode="after")

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from venus.daemon.frontend.timeline import Decision
 from venus.engines.sampler import Constraint
 from venus.errors import EngineError
 
-DECISIONS = ("listen", "speak", "turn_eos")
+DECISIONS: tuple[Decision, ...] = ("listen", "speak", "turn_eos")
 NEEDED = (
     "<|listen|>",
     "<|speak|>",
@@ -75,8 +76,12 @@ class Vocab:
     def __getitem__(self, name: str) -> int:
         return self.ids[name]
 
-    def decision_of(self, token: int) -> str:
+    def decision_of(self, token: int) -> Decision:
         for name in DECISIONS:
             if self.ids[f"<|{name}|>"] == token:
                 return name
         raise EngineError(f"token {token} is not a control token")
+
+    def decision(self, name: Decision) -> int:
+        """The control token of decision ``name``."""
+        return self.ids[f"<|{name}|>"]
