@@ -40,6 +40,26 @@ examples:
   venus eval score --data smoke --outputs my-system-out --out scores"""
 
 
+DUPLEX_HELP = """\
+Run the daemon's offline path (what `venus run --offline` runs) over every sample of a
+Full-Duplex-Bench data dir, once per decision policy, and score them side by side.
+
+--policy (repeatable; default all three): model (the model decides, as in production),
+vad (a cascade: yield to any overlapping user speech, answer after 0.6 s of silence),
+always-continue (never yield while speaking). Each overlap is labelled from the daemon's
+timeline and confirmed on output.wav (docs/evaluation.md).
+
+Writes OUT/<policy>/<task>/<id>/ (output.wav, exactly as long as input.wav;
+timeline.jsonl, conversation.wav, summary.json), OUT/<policy>/report.json and report.md,
+and OUT/report.json and OUT/report.md with the policies side by side."""
+
+DUPLEX_EPILOG = """\
+examples:
+  venus datagen --preset eval --seed 1 --jobs 2 --out eval-set
+  venus eval duplex --data eval-set --out eval-run --jobs 2
+  venus eval duplex --data eval-set --out try --policy vad --limit 5"""
+
+
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd = commands.add_parser(
         "eval",
@@ -70,6 +90,101 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     score.set_defaults(run=_score)
 
+    delegation = sub.add_parser(
+        "delegation",
+        help="score delegation: tool selection F1, arguments, Pass@1, missed / unnecessary "
+        "calls, time to result",
+        description="""\
+Score delegation on a `venus datagen` set: tool-selection precision / recall / F1 over
+capability names, argument accuracy (schema-normalised exact match, numbers within 5%),
+Pass@1, missed and unnecessary delegation rates, decisions on pending work (cancel,
+retry, revise, replace), time to result and to the spoken result. By default runs the
+`delegation` samples (and --others of the rest) through the daemon offline with the real
+harness, the built-ins and stand-ins answering from the trajectory for the mock domains,
+into OUT/samples/<id>/. Writes OUT/delegation.json and OUT/delegation.md. See
+docs/evaluation.md.""",
+        epilog="""\
+examples:
+  venus datagen --preset eval --seed 1 --out eval-set
+  venus eval delegation --data eval-set --out delegation
+  venus eval delegation --data eval-set --out check --reference
+  venus eval delegation --data eval-set --out other --hypothesis their-runs""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    delegation.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
+    delegation.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="where runs and report go"
+    )
+    mode = delegation.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--reference",
+        action="store_true",
+        help="score the trajectories' own targets against themselves (every figure perfect: "
+        "a check of the evaluator)",
+    )
+    mode.add_argument(
+        "--hypothesis",
+        type=Path,
+        metavar="DIR",
+        help="score precomputed runs: DIR/<sample id>/timeline.jsonl, with items.jsonl for "
+        "result times",
+    )
+    delegation.add_argument(
+        "--engines", type=Path, metavar="DIR", help="(default: the tiny engines of venus demo)"
+    )
+    delegation.add_argument(
+        "--policy",
+        choices=("model", "vad", "always-continue"),
+        help="who takes each chunk's decision in the runs (default: model)",
+    )
+    delegation.add_argument(
+        "--others",
+        type=float,
+        default=0.2,
+        metavar="SHARE",
+        help="share of the other categories' samples scored too, for unnecessary "
+        "delegations (0-1, default 0.2)",
+    )
+    delegation.add_argument("--system", metavar="NAME", help="the system's name in the report")
+    delegation.set_defaults(run=_delegation)
+
+    duplex = sub.add_parser(
+        "duplex",
+        help="run the daemon offline on a Full-Duplex-Bench data dir under each decision "
+        "policy and score them side by side",
+        description=DUPLEX_HELP,
+        epilog=DUPLEX_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    duplex.add_argument("--data", type=Path, required=True, metavar="DIR", help="the data dir")
+    duplex.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="where outputs and reports go"
+    )
+    duplex.add_argument(
+        "--engines",
+        type=Path,
+        metavar="DIR",
+        help="engines written by `venus export` (default: the tiny engines shipped with venus)",
+    )
+    duplex.add_argument(
+        "--policy",
+        action="append",
+        choices=("model", "vad", "always-continue"),
+        help="a decision policy to run; repeat for several (default: all three)",
+    )
+    duplex.add_argument(
+        "--limit", type=int, metavar="N", help="only the first N samples of each task"
+    )
+    duplex.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="J",
+        help="samples run in J worker processes (0: one per CPU; default 1)",
+    )
+    duplex.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    duplex.set_defaults(run=_duplex)
+
 
 def _score(args: argparse.Namespace) -> int:
     from venus.evaluation.metrics import DEFAULT_RULES
@@ -85,4 +200,40 @@ def _score(args: argparse.Namespace) -> int:
     for s in report.scenarios:
         print(f"{s.task}: {s.headline} {100 * s.headline_rate:.1f}% of {s.samples}")  # noqa: T201
     print(f"{len(scores)} samples scored: {json_path}, {md_path}")  # noqa: T201
+    return 0
+
+
+def _duplex(args: argparse.Namespace) -> int:
+    from venus.evaluation.duplex_cli import main
+
+    return main(args)
+
+
+def _delegation(args: argparse.Namespace) -> int:
+    from venus.errors import EvaluationError
+    from venus.evaluation.delegation_run import evaluate
+
+    if (args.reference or args.hypothesis) and (args.engines or args.policy):
+        raise EvaluationError("--engines and --policy go with a run, not with a given hypothesis")
+    done = evaluate(
+        args.data,
+        args.out,
+        args.hypothesis,
+        reference=args.reference,
+        engines=args.engines,
+        policy=args.policy or "model",
+        others=args.others,
+        system=args.system,
+    )
+    f = done.figures
+
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{100 * v:.1f}%"
+
+    print(  # noqa: T201
+        f"{f.samples} samples ({f.with_calls} with reference calls): tool F1 {pct(f.f1)}, "
+        f"arguments {pct(f.argument_accuracy)}, Pass@1 {pct(f.pass_at_1)}, missed "
+        f"{pct(f.missed_rate)}, unnecessary {pct(f.unnecessary_rate)}"
+    )
+    print(f"report: {done.json_path}, {done.md_path}")  # noqa: T201
     return 0

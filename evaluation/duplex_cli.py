@@ -1,0 +1,88 @@
+"""``venus eval duplex`` from parsed arguments (registered in :mod:`venus.evaluation.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+import time
+from contextlib import ExitStack
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from venus.daemon.frontend.policy import POLICY_NAMES
+from venus.errors import EvaluationError
+from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex
+from venus.evaluation.duplex_report import RunInfo, write_duplex_report
+from venus.evaluation.progress import PolicyProgress
+from venus.evaluation.score import find_samples
+
+__all__ = ["SHIPPED_ENGINES", "main"]
+
+SHIPPED_ENGINES = "tiny (shipped with venus)"
+QUIET = ("venus.daemon", "venus.engines")  # a line per run, per malformed delegation
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.jobs < 0:
+        raise EvaluationError(f"--jobs must be 0 (one per CPU) or more, not {args.jobs}")
+    if not args.log_level:
+        for name in QUIET:
+            logging.getLogger(name).setLevel(logging.ERROR)
+    policies = tuple(dict.fromkeys(args.policy or POLICY_NAMES))  # in order, once each
+    jobs = args.jobs or os.cpu_count() or 1
+    total = len(limit_samples(find_samples(args.data), args.limit))
+    with ExitStack() as stack:
+        engines = args.engines
+        if engines is None:
+            tiny = files("venus.demo") / "engines" / "tiny"
+            engines = Path(stack.enter_context(as_file(tiny)))
+        setup = DuplexSetup(engines, seed=args.seed)
+        progress = PolicyProgress(sys.stderr, policies, total)
+        started = time.perf_counter()
+        runs = run_duplex(
+            args.data, args.out, setup, policies, limit=args.limit, jobs=jobs, progress=progress
+        )
+        progress.finish()
+        wall_s = time.perf_counter() - started
+    info = RunInfo(
+        data=str(args.data),
+        out=str(args.out),
+        engines=str(args.engines) if args.engines else SHIPPED_ENGINES,
+        seed=args.seed,
+        limit=args.limit,
+        jobs=jobs,
+        wall_s=round(wall_s, 1),
+        command=_command(args),
+    )
+    json_path, md_path = write_duplex_report(runs, info, setup.rules)
+    for run in runs:
+        rates = {}
+        for task in sorted({s.task for s in run.scores}):
+            overlaps = [s.overlap for s in run.scores if s.task == task and s.overlap]
+            if overlaps:
+                labels = [o.label.value for o in overlaps]
+                rates[task] = ", ".join(f"{b} {labels.count(b)}" for b in sorted(set(labels)))
+        line = "; ".join(f"{task}: {text}" for task, text in rates.items())
+        print(f"{run.policy}: {line}")  # noqa: T201
+    print(  # noqa: T201
+        f"{total} samples x {len(policies)} policies in {wall_s:.0f} s: {json_path}, {md_path}"
+    )
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that makes this run again."""
+    words = ["venus", "eval", "duplex", "--data", str(args.data), "--out", str(args.out)]
+    if args.engines:
+        words += ["--engines", str(args.engines)]
+    for policy in args.policy or ():
+        words += ["--policy", policy]
+    if args.limit is not None:
+        words += ["--limit", str(args.limit)]
+    if args.seed:
+        words += ["--seed", str(args.seed)]
+    words += ["--jobs", str(args.jobs)]
+    return shlex.join(words)

@@ -1,0 +1,176 @@
+"""The reports of ``venus eval duplex``: one per policy, and the policies side by side.
+
+- ``OUT/<policy>/report.json`` and ``report.md``: what ``venus eval score`` writes, for
+  that policy's outputs (:func:`venus.evaluation.summary.write_report`).
+- ``OUT/report.json``: the run (data, engines, seed, limit, wall time) and per policy its
+  scenario and v1 summaries and its timeline summary (below); per-sample detail stays in
+  the policies' own reports.
+- ``OUT/report.md``: the scenario, latency and v1 tables with every policy side by side
+  (:func:`venus.evaluation.summary.render_markdown`), then the *timeline labels*: per task
+  and policy, how the timeline labelled the overlaps before the audio confirmed them, the
+  share the audio confirmed, and how many outputs hold any speech at all (an output the
+  VAD finds silent confirms nothing); then the published figures of other systems
+  (:mod:`venus.evaluation.published`) and how the run was made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from venus.evaluation.duplex import DuplexRun
+from venus.evaluation.metrics import Behaviour, Rules
+from venus.evaluation.published import published_markdown
+from venus.evaluation.score import SampleScore
+from venus.evaluation.summary import ScoreReport, render_markdown, summarize, write_report
+
+__all__ = ["RunInfo", "TimelineSummary", "timeline_summary", "write_duplex_report"]
+
+FORMAT = 1
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+V1_TASK_KEYS = {  # our v1 measures -> the published table's columns
+    ("TOR (interruption)", None): ("interruption_tor", "interruption_latency_s"),
+    ("TOR (pause handling)", "synthetic_pause_handling"): ("pause_synthetic_tor", None),
+    ("TOR (pause handling)", "candor_pause_handling"): ("pause_candor_tor", None),
+    ("turn-taking", None): ("turn_taking_tor", "turn_taking_latency_s"),
+}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """How the run was made (for the reports)."""
+
+    data: str
+    out: str
+    engines: str
+    seed: int
+    limit: int | None
+    jobs: int
+    wall_s: float
+    command: str
+
+
+@dataclass(frozen=True)
+class TimelineSummary:
+    """One task under one policy: the timeline's labels and what the audio made of them."""
+
+    task: str
+    samples: int
+    timeline_labels: dict[str, int]  # RESPOND / RESUME / UNCERTAIN -> count
+    confirmed: int  # overlaps whose audio label equals the timeline's
+    with_output_speech: int  # outputs in which the VAD finds any speech
+
+
+def timeline_summary(scores: Sequence[SampleScore]) -> tuple[TimelineSummary, ...]:
+    """Per task, over the overlaps of ``scores`` that carry a timeline label."""
+    out = []
+    for task in sorted({s.task for s in scores}):
+        group = [s for s in scores if s.task == task and s.overlap is not None]
+        labels = Counter(s.overlap.timeline_label for s in group if s.overlap is not None)
+        if not group or None in labels:
+            continue
+        out.append(
+            TimelineSummary(
+                task=task,
+                samples=len(group),
+                timeline_labels={b.value: labels[b] for b in Behaviour},
+                confirmed=sum(bool(s.overlap and s.overlap.confirmed) for s in group),
+                with_output_speech=sum(bool(s.model) for s in group),
+            )
+        )
+    return tuple(out)
+
+
+def write_duplex_report(
+    runs: Sequence[DuplexRun], info: RunInfo, rules: Rules
+) -> tuple[Path, Path]:
+    """Every report of the module doc; returns the combined ``report.json`` and
+    ``report.md``."""
+    out = Path(info.out)
+    reports = []
+    for run in runs:
+        report = summarize(run.policy, Path(info.data), out / run.policy, run.scores, rules)
+        write_report(report, out / run.policy)
+        reports.append(report)
+    timelines = [timeline_summary(run.scores) for run in runs]
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "run": asdict(info),
+        "rules": asdict(rules),
+        "policies": [
+            {
+                "policy": run.policy,
+                "report": f"{run.policy}/{REPORT_JSON}",
+                "samples": len(run.scores),
+                "scenarios": [asdict(s) for s in report.scenarios],
+                "v1": [asdict(v) for v in report.v1],
+                "timeline": [asdict(t) for t in timeline],
+            }
+            for run, report, timeline in zip(runs, reports, timelines, strict=True)
+        ],
+    }
+    json_path, md_path = out / REPORT_JSON, out / REPORT_MD
+    json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(render_duplex_markdown(reports, timelines, info), encoding="utf-8")
+    return json_path, md_path
+
+
+def render_duplex_markdown(
+    reports: Sequence[ScoreReport],
+    timelines: Sequence[Sequence[TimelineSummary]],
+    info: RunInfo,
+) -> str:
+    lines = [render_markdown(reports).rstrip("\n"), "", "## Timeline labels", ""]
+    lines.append(
+        "What the daemon's timeline decided for each overlap (`evaluation/hints.py`), before "
+        "the output audio confirms it; `confirmed`: the audio gave the same label; `speech "
+        "in output`: outputs in which the VAD finds any speech (a silent one confirms "
+        "nothing, so its label is UNCERTAIN)."
+    )
+    lines += [
+        "",
+        "| task | system | n | RESPOND | RESUME | UNCERTAIN | confirmed | speech in output |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = [(t, r.system) for r, ts in zip(reports, timelines, strict=True) for t in ts]
+    for t, system in sorted(rows, key=lambda row: row[0].task):  # stable: policies in order
+        counts = [t.timeline_labels[b.value] for b in Behaviour]
+        cells = [t.task, system, str(t.samples), *(_pct(c, t.samples) for c in counts)]
+        cells += [_pct(t.confirmed, t.samples), f"{t.with_output_speech}/{t.samples}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [""]
+    lines += published_markdown([(r.system, _ours_v1(r)) for r in reports])
+    scope = "all samples" if info.limit is None else f"the first {info.limit} of each task"
+    lines += [
+        "",
+        "## Run",
+        "",
+        f"- command: `{info.command}`",
+        f"- data: `{info.data}` ({scope}); outputs and per-policy reports: `{info.out}/<policy>/`",
+        f"- engines: `{info.engines}`; seed {info.seed}",
+        f"- wall time: {info.wall_s:.1f} s with {info.jobs} job(s)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _ours_v1(report: ScoreReport) -> dict[str, float | None]:
+    """``report``'s v1 measures in the published table's columns (first task of each)."""
+    values: dict[str, float | None] = {}
+    for v in report.v1:
+        keys = V1_TASK_KEYS.get((v.measure, v.task)) or V1_TASK_KEYS.get((v.measure, None))
+        if keys is None or keys[0] in values:
+            continue
+        tor_key, latency_key = keys
+        values[tor_key] = round(v.take_over_rate, 3)
+        if latency_key is not None and v.latency is not None:
+            values[latency_key] = v.latency.mean_s
+    return values
+
+
+def _pct(count: int, n: int) -> str:
+    return f"{100 * count / n:.1f}%" if n else "-"
