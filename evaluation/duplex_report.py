@@ -11,11 +11,16 @@
   share the audio confirmed, and how many outputs hold any speech at all (an output the
   VAD finds silent confirms nothing); then the published figures of other systems
   (:mod:`venus.evaluation.published`) and how the run was made.
+- ``OUT/plots/scenarios.png`` (the headline rate per scenario, a bar per policy) and
+  ``OUT/plots/<policy>/<task>-<id>.png`` (timelines of the first ``PLOTS_PER_TASK``
+  samples of each task): with matplotlib (the ``eval`` extra); without it the plots are
+  skipped with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -25,8 +30,12 @@ from typing import Any
 from venus.evaluation.duplex import DuplexRun
 from venus.evaluation.metrics import Behaviour, Rules
 from venus.evaluation.published import published_markdown
-from venus.evaluation.score import SampleScore
+from venus.evaluation.score import SampleScore, find_samples
 from venus.evaluation.summary import ScoreReport, render_markdown, summarize, write_report
+
+log = logging.getLogger(__name__)
+
+PLOTS_PER_TASK = 3  # timeline figures per task and policy, in OUT/plots/<policy>/
 
 __all__ = ["RunInfo", "TimelineSummary", "timeline_summary", "write_duplex_report"]
 
@@ -117,7 +126,42 @@ def write_duplex_report(
     json_path, md_path = out / REPORT_JSON, out / REPORT_MD
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     md_path.write_text(render_duplex_markdown(reports, timelines, info), encoding="utf-8")
+    write_plots(runs, reports, Path(info.data), out)
     return json_path, md_path
+
+
+def write_plots(
+    runs: Sequence[DuplexRun], reports: Sequence[ScoreReport], data: Path, out: Path
+) -> None:
+    """``OUT/plots/scenarios.png`` and the first PLOTS_PER_TASK samples' timelines per task
+    and policy as ``OUT/plots/<policy>/<task>-<id>.png``."""
+    try:
+        from venus.evaluation.plots import scenario_bars_png, timeline_png
+    except ImportError as e:  # matplotlib is the eval extra's
+        log.warning("no plots (%s): pip install 'realtime-venus[eval]'", e)
+        return
+    plots = out / "plots"
+    if any(r.scenarios for r in reports):  # none: v1 pause / turn-taking data only
+        scenario_bars_png({r.system: r.scenarios for r in reports}, plots / "scenarios.png")
+    refs = {(ref.task, ref.sample_id): ref for ref in find_samples(data)}
+    for run in runs:
+        shown: Counter[str] = Counter()
+        for s in run.scores:
+            ref = refs.get((s.task, s.sample_id))
+            if ref is None or shown[s.task] >= PLOTS_PER_TASK:
+                continue
+            shown[s.task] += 1
+            folder = out / run.policy / s.task / s.sample_id
+            timeline_png(
+                ref.folder / "input.wav",
+                folder / "output.wav",
+                folder / "timeline.jsonl",
+                json.loads(ref.annotation.read_text(encoding="utf-8")),
+                plots / run.policy / f"{s.task}-{s.sample_id}.png",
+                task=s.task,
+                sample_id=s.sample_id,
+                policy=run.policy,
+            )
 
 
 def render_duplex_markdown(

@@ -191,6 +191,9 @@ def test_the_three_policies_run_side_by_side_with_their_expected_profiles(
     assert interruption["always-continue"]["respond_rate"] == 0.0
     for policy in POLICIES:
         assert (out / policy / "report.json").is_file() and (out / policy / "report.md").is_file()
+        timelines = sorted((out / "plots" / policy).glob("*.png"))
+        assert timelines and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in timelines)
+    assert (out / "plots" / "scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_errors_name_the_data_or_engines_at_fault(fdb, speech, tmp_path: Path) -> None:
