@@ -1,4 +1,8 @@
-"""One socket option for every MQTT client venus opens.
+"""What every MQTT client venus opens shares: the broker URL it is given, and one socket
+option.
+
+``broker_address`` reads ``mqtt://``, ``mqtts://`` (TLS), ``ws://`` or ``wss://``
+``HOST[:PORT]`` (the schemes a caller accepts), with the default port of its scheme.
 
 Nagle's algorithm holds back a small TCP segment while an earlier one is not yet
 acknowledged, and the peer delays its acknowledgement (about 40 ms on Linux), so a call
@@ -12,11 +16,36 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Any
+from collections.abc import Collection
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 
+from venus.errors import CapabilityError
+
 log = logging.getLogger(__name__)
+
+DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883, "ws": 80, "wss": 443}
+
+
+class BrokerAddress(NamedTuple):
+    host: str
+    port: int
+    scheme: str  # mqtts and wss are TLS; ws and wss are websockets
+
+
+def broker_address(url: str, schemes: Collection[str] = tuple(DEFAULT_PORTS)) -> BrokerAddress:
+    """``url`` as host, port and scheme; CapabilityError naming the URL otherwise."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise CapabilityError(f"broker URL {url!r}: {e}") from e
+    if parts.scheme not in schemes or parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        forms = " or ".join(f"{s}://HOST[:PORT]" for s in schemes)
+        raise CapabilityError(f"{url!r} is not a broker URL; use {forms}")
+    return BrokerAddress(parts.hostname, port or DEFAULT_PORTS[parts.scheme], parts.scheme)
 
 
 def no_delay(client: mqtt.Client) -> None:

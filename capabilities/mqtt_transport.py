@@ -60,7 +60,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from jsonschema import validators  # type: ignore[import-untyped]
@@ -72,7 +71,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from venus.capabilities import protocol as p
 from venus.capabilities.contract import Contract
 from venus.capabilities.credentials import read_credentials
-from venus.capabilities.mqtt_socket import no_delay
+from venus.capabilities.mqtt_socket import broker_address, no_delay
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import (
     CallRequest,
@@ -88,7 +87,6 @@ log = logging.getLogger(__name__)
 QOS = 1  # every publish and subscription
 SESSION_EXPIRY_S = 300  # the broker keeps our session (and QoS-1 replies) this long while away
 STOP_PUBLISH_TIMEOUT_S = 2.0  # wait for the retained "offline" to leave at stop
-DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883, "ws": 80, "wss": 443}
 
 
 @dataclass
@@ -136,12 +134,8 @@ class MqttTransport:
         """``credentials``: a file holding ``username:password``."""
         self.node = node_id
         self._status_topic = p.status_topic(node_id)  # checks the node id
-        url = urlsplit(broker_url)
-        if url.scheme not in DEFAULT_PORTS or not url.hostname:
-            raise CapabilityError(
-                f"{broker_url!r} is not a broker URL; use mqtt://HOST[:PORT] or mqtts://HOST[:PORT]"
-            )
-        self._host, self._port = url.hostname, url.port or DEFAULT_PORTS[url.scheme]
+        url = broker_address(broker_url)
+        self._host, self._port = url.host, url.port
         self._keepalive_s = keepalive_s
         self.stats = MqttStats()
         self._lock = threading.Lock()

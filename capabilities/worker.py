@@ -43,7 +43,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
@@ -53,7 +52,7 @@ from paho.mqtt.properties import Properties
 from venus.capabilities import protocol
 from venus.capabilities.decorator import capability, schema_for
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
-from venus.capabilities.mqtt_socket import no_delay
+from venus.capabilities.mqtt_socket import broker_address, no_delay
 from venus.capabilities.protocol import CallMessage, CancelMessage, ProtocolError, ReplyMessage
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import Accepted, Finished, Progress, TransportEvent
@@ -67,7 +66,6 @@ FINISHED_KEPT = 1024  # final replies kept to re-answer duplicate calls
 CANCELS_KEPT = 1024  # cancels for calls not seen yet
 CANCEL_MEMORY_S = 600.0  # protocol: remember an early cancel at least 10 minutes
 RECONNECT_MIN_S, RECONNECT_MAX_S = 1, 30  # paho's backoff doubles from min to max
-PORTS = {"mqtt": 1883, "mqtts": 8883}
 
 
 # --- the worker --------------------------------------------------------------------------
@@ -115,7 +113,8 @@ class Worker:
         tools = json.dumps([c.to_tool() for c in contracts], sort_keys=True)
         self._announce = protocol.CapabilitiesMessage(zlib.crc32(tools.encode()), contracts)
         self._announce.to_json()  # checked now, not at connect
-        self._host, self._port, tls = _parse_url(broker_url)
+        self._host, self._port, scheme = broker_address(broker_url, ("mqtt", "mqtts"))
+        tls = scheme == "mqtts"
         self._keepalive_s = keepalive_s
         self._client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
@@ -371,17 +370,3 @@ class Worker:
                 call.item_id,
                 mqtt.error_string(info.rc),
             )
-
-
-def _parse_url(url: str) -> tuple[str, int, bool]:
-    """``(host, port, tls)`` of ``mqtt://host[:port]`` / ``mqtts://host[:port]``."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as e:
-        raise CapabilityError(f"broker URL {url!r}: {e}") from e
-    if parts.scheme not in PORTS or not parts.hostname:
-        raise CapabilityError(
-            f"broker URL {url!r}: use mqtt://HOST[:PORT] or mqtts://HOST[:PORT] (TLS)"
-        )
-    return parts.hostname, port or PORTS[parts.scheme], parts.scheme == "mqtts"

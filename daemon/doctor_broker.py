@@ -11,10 +11,9 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from venus.capabilities.mqtt_socket import DEFAULT_PORTS
 from venus.daemon.config.schema import HarnessConfig
 from venus.daemon.doctor_checks import Check
-
-DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883, "ws": 80, "wss": 443}
 
 
 def check_broker(harness: HarnessConfig, timeout_s: float = 3.0) -> Check:

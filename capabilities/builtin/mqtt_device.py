@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
@@ -49,8 +48,7 @@ from venus.capabilities.builtin.devices import (
 )
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context
-from venus.capabilities.mqtt_socket import no_delay
-from venus.capabilities.mqtt_transport import DEFAULT_PORTS
+from venus.capabilities.mqtt_socket import broker_address, no_delay
 from venus.capabilities.result import ToolResult
 from venus.errors import CapabilityError
 
@@ -99,7 +97,7 @@ class DeviceBridge:
         if not len(devices) == len(self._devices) == len(self._by_topic):
             raise CapabilityError("mqtt_device: two devices have the same name or state topic")
         self._contract = device_contract(devices, get_wait_s, confirm_s)
-        self._host, self._port, scheme = _parse_url(broker_url)
+        self._host, self._port, scheme = broker_address(broker_url)
         self._client_id = client_id
         self._keepalive_s = keepalive_s
         self._get_wait_s, self._confirm_s = get_wait_s, confirm_s
@@ -367,18 +365,3 @@ def _refuse(message: str) -> ToolResult:
 def _wait(wait_s: float, deadline_s: float) -> float:
     """``wait_s``, cut short by the call's deadline."""
     return max(0.0, min(wait_s, deadline_s - time.time()))
-
-
-def _parse_url(url: str) -> tuple[str, int, str]:
-    """``(host, port, scheme)`` of a broker URL."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as e:
-        raise CapabilityError(f"mqtt_device: broker URL {url!r}: {e}") from e
-    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise CapabilityError(
-            f"mqtt_device: {url!r} is not a broker URL; "
-            "use mqtt://HOST[:PORT] or mqtts://HOST[:PORT]"
-        )
-    return parts.hostname, port or DEFAULT_PORTS[parts.scheme], parts.scheme

@@ -17,6 +17,7 @@ from venus.datagen import runner
 from venus.datagen.cli import ProgressLine, with_samples
 from venus.datagen.config import GenerationConfig, load_config, parse_config
 from venus.datagen.runner import JOURNAL, OutputError
+from venus.datagen.sample import SampleRecord
 from venus.errors import DatagenError
 
 SEED = 3
@@ -92,7 +93,7 @@ def test_an_interrupted_run_resumes_to_the_same_bytes(
         journal.write('{"index": 6, "path": "sampl')  # a line cut short
     calls: list[int] = []
 
-    def counting(c: GenerationConfig, index: int, seed: int, o: Path) -> stub.StubRecord:
+    def counting(c: GenerationConfig, index: int, seed: int, o: Path) -> SampleRecord:
         calls.append(index)
         return stub.generate(c, index, seed, o)
 
@@ -112,7 +113,7 @@ def test_a_finished_set_is_kept_and_a_changed_sample_redone(
     (out / first["path"]).write_text("{}")
     calls: list[int] = []
 
-    def counting(c: GenerationConfig, index: int, seed: int, o: Path) -> stub.StubRecord:
+    def counting(c: GenerationConfig, index: int, seed: int, o: Path) -> SampleRecord:
         calls.append(index)
         return stub.generate(c, index, seed, o)
 
@@ -140,7 +141,7 @@ def test_resuming_with_another_seed_or_config_is_refused(
 def test_a_failing_sample_says_which_and_how_to_resume(
     tmp_path: Path, config: GenerationConfig
 ) -> None:
-    def failing(c: GenerationConfig, index: int, seed: int, o: Path) -> stub.StubRecord:
+    def failing(c: GenerationConfig, index: int, seed: int, o: Path) -> SampleRecord:
         if index == 2:
             raise DatagenError("espeak-ng is not installed")
         return stub.generate(c, index, seed, o)

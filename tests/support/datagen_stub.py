@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import wave
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 from venus.datagen.config import GenerationConfig
 from venus.datagen.plan import Plan, plain_text, to_dict
 from venus.datagen.planner import plan_sample
+from venus.datagen.sample import SampleRecord
 
 RATE = 16_000
 TONE_HZ = {"user": 220.0, "other": 330.0, "background": 510.0, "assistant": 180.0}
@@ -34,26 +34,9 @@ class StubFailure(RuntimeError):
     """Raised at ``fail_at``: a run cut short."""
 
 
-@dataclass(frozen=True)
-class StubRecord:
-    sample_id: str
-    index: int
-    group: str
-    category: str
-    duration_s: float
-    events: dict[str, int]
-    delegations: int
-    overlap_s: float
-    path: str
-    sha256: str
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
-
-
 def generate(
     config: GenerationConfig, index: int, seed: int, out_dir: Path, fail_at: int | None = None
-) -> StubRecord:
+) -> SampleRecord:
     if index == fail_at:
         raise StubFailure(f"sample {index}: stopped on purpose")
     plan = plan_sample(config, index, seed)
@@ -73,7 +56,7 @@ def generate(
     for e in plan.events:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     overlap = sum(b - a for a, b in (plan.event_window_s(e) for e in plan.events))
-    return StubRecord(
+    return SampleRecord(
         plan.sample_id, index, plan.group, plan.category, plan.duration_s, kinds,
         len(plan.delegations), round(overlap, 3), f"samples/{plan.sample_id}/trajectory.json",
         hashlib.sha256(text.encode()).hexdigest(),
