@@ -25,6 +25,8 @@ from torch import Tensor, nn
 from venus.export.model.config import VocoderConfig
 
 LRELU_SLOPE = 0.1  # HiFi-GAN's leaky ReLU slope
+INIT_RMS = 0.1  # a random vocoder's level (-20 dBFS) on unit-variance mel, see calibrate_init
+CALIBRATION_FRAMES = 50  # one second of mel
 MIN_CHANNELS = 8  # channel floor as the stages halve
 
 
@@ -125,7 +127,20 @@ class Vocoder(nn.Module):
         for slot, conv in enumerate(self.convs):
             conv.slot = slot
 
-    def _run(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
+    @torch.no_grad()
+    def calibrate_init(self, gen: torch.Generator) -> None:
+        """Scale the post-conv so random weights speak at ``INIT_RMS`` on unit-variance mel.
+
+        Only for random initialisation (``init_model`` calls it): trained or converted
+        weights are loaded over it. Unit variance is what the flow decoder starts from.
+        """
+        mel = torch.randn((1, self.cfg.mel_bins, CALIBRATION_FRAMES), generator=gen)
+        x = self.conv_post.apply_cached(F.leaky_relu(self._features(mel, None), LRELU_SLOPE), None)
+        rms = float(x.pow(2).mean().sqrt())
+        if rms > 0.0:
+            self.conv_post.weight.mul_(INIT_RMS / rms)
+
+    def _features(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
         x = self.conv_pre.apply_cached(mel, caches)
         blocks_per_stage = cast("Iterable[nn.ModuleList]", self.resblocks)
         stages = zip(self.cfg.upsample_rates, _causal(self.ups), blocks_per_stage, strict=True)
@@ -136,6 +151,10 @@ class Vocoder(nn.Module):
             for block in blocks:
                 total = total + block(x, caches)
             x = total / len(blocks)
+        return x
+
+    def _run(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
+        x = self._features(mel, caches)
         x = self.conv_post.apply_cached(F.leaky_relu(x, LRELU_SLOPE), caches)
         return torch.tanh(x).squeeze(1)
 

@@ -203,3 +203,26 @@ def test_end_to_end_one_second(flow: FlowDecoder, vocoder: Vocoder) -> None:
     assert mel.shape == (1, 80, 50)
     assert pcm.shape == (1, 24000) and pcm.dtype == torch.float32
     assert torch.isfinite(pcm).all()
+
+
+def test_random_init_vocoder_is_audible() -> None:
+    """``init_model`` calibrates the vocoder: without it random weights sit near -95 dBFS."""
+    from venus.export.model.init import init_component
+
+    def level(v: Vocoder) -> float:
+        mel = torch.randn((1, 80, 100), generator=torch.Generator().manual_seed(7))
+        with torch.no_grad():
+            pcm = v(mel)
+        return float(20 * torch.log10(pcm.pow(2).mean().sqrt()))
+
+    cfg = PRESETS["tiny"]().vocoder
+    plain, calibrated, again = Vocoder(cfg), Vocoder(cfg), Vocoder(cfg)
+    init_component(calibrated, 0, "vocoder")
+    init_component(again, 0, "vocoder")
+    with torch.no_grad():  # the draw without calibration: same N(0, 0.02) weights
+        for p_plain, p_cal in zip(plain.parameters(), calibrated.parameters(), strict=True):
+            p_plain.copy_(p_cal)
+        plain.conv_post.weight.copy_(torch.randn(plain.conv_post.weight.shape) * 0.02)
+    assert level(plain) < -60.0
+    assert -24.0 < level(calibrated) < -16.0
+    assert torch.equal(calibrated.conv_post.weight, again.conv_post.weight)

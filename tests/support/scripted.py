@@ -11,8 +11,8 @@ vectors, and the untied LM head maps each to its successor: a bigram model.
 
 ``CALL`` is one token of a word-level tokenizer whose text is a JSON tool call (or, in a
 copy of the engines with another tokenizer, malformed text). The speech decoder's
-``end`` row is zeroed so that it always fills its budget, and the vocoder's output layer
-is scaled up so that what it says is clearly not silence.
+``end`` row is zeroed so that it always fills its budget (the random vocoder is calibrated
+to speak at about -20 dBFS by ``venus init``, so what it says is clearly not silence).
 """
 
 from __future__ import annotations
@@ -83,8 +83,6 @@ def build(root: Path, preset: str = "tiny-audio") -> Scripted:
             bb.lm_head.weight[after] = SCALE * basis[tokens.index(before)]
         sd = model.speech_decoder
         sd.lm_head.weight[model.cfg.speech.end_token] = 0.0
-        for p in model.vocoder.conv_post.parameters():
-            p.mul_(1000.0)  # random weights whisper at ~1 LSB; make the speech audible
     save_model(model, root / "ckpt")
     word_tokenizer(root / "ckpt" / "tokenizer.json", WORDS)
     subprocess.run(
