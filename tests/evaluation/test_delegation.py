@@ -4,11 +4,13 @@ real harness, the reference scored against itself on a generated set, and the co
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
 from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
 from venus.evaluation.delegation import (
@@ -359,6 +361,60 @@ def test_cli_runs_the_tiny_engines_with_the_harness(
         assert f["unnecessary_rate"] == pytest.approx(1 - f["precision"])
     assert (out / "delegation.md").read_text().startswith("# Delegation scores")
     assert "delegation.json" in capsys.readouterr().out
+
+
+def test_an_engine_that_delegates_is_answered_heard_and_scored(
+    scripted_export: Scripted, delegation_set: Path, tmp_path: Path
+) -> None:
+    """End to end: the scripted engines (speaking when the VAD policy gives them the turn)
+    make one set's reference call, a mock domain's, in every sample; the stand-in answers
+    where the trajectory has that call, the harness offers the result, the engine speaks
+    it, and the report pairs the call with the reference, arguments right."""
+    from venus.cli import main
+    from venus.evaluation.delegation_env import STAND_INS
+
+    wanted = [
+        (folder.name, d)
+        for folder in sorted((delegation_set / "samples").iterdir())
+        for d in json.loads((folder / "trajectory.json").read_text())["delegations"]
+        if d["capability"] in STAND_INS and d["status"] == "completed"
+    ]
+    assert wanted, "the fixture set should call a mock domain somewhere"
+    target, ref = wanted[0]
+    call = json.dumps({"name": ref["capability"], "arguments": ref["arguments"]})
+    words = {w: i for w, i in WORDS.items() if w != CALL} | {call: WORDS[CALL]}
+    engines = swap_tokenizer(scripted_export.engines, tmp_path / "engines", words)
+    out = tmp_path / "eval"
+    assert main(["eval", "delegation", "--data", str(delegation_set), "--out", str(out),
+                 "--engines", str(engines), "--policy", "vad", "--others", "0"]) == 0  # fmt: skip
+    report = json.loads((out / "delegation.json").read_text())
+    f = report["set"]
+    assert f["hypothesis_calls"] > 0 and f["malformed"] == 0
+
+    sample = next(s for s in report["samples"] if s["sample_id"] == target)
+    (pair,) = [p for p in sample["pairs"] if p["capability"] == ref["capability"]]
+    assert pair["arguments_right"] == pair["arguments"] > 0
+    # Answered on the sample clock (the trajectory's latency after the call) and spoken.
+    latency = ref["result_chunk"] - ref["call_chunk"]
+    assert pair["result_chunk"] == pair["hypothesis_chunk"] + latency
+    assert pair["spoken_chunk"] is not None and pair["spoken_chunk"] >= pair["result_chunk"]
+    assert f["time_to_result"]["n"] >= 1 and f["results_returned"] > 0
+    # Every call the engine made is in its sample's journal. The target's answers were
+    # offered to the model (a reply is delivering them); elsewhere the sample has no
+    # answer for that capability, and every call failed saying so.
+    for s in report["samples"]:
+        folder = out / "samples" / s["sample_id"]
+        items = (folder / "items.jsonl").read_text().splitlines()
+        assert len(items) == s["hypothesis_calls"]
+        with sqlite3.connect(folder / "journal.sqlite3") as db:
+            answers = [json.loads(r) for (r,) in db.execute("SELECT result FROM results")]
+        if s["sample_id"] == target:
+            assert {json.loads(i)["state"] for i in items} & {"delivering", "delivered"}
+            assert any(not a["isError"] for a in answers)
+        else:  # (a sample where the VAD never gave the engine the turn has no calls)
+            assert len(answers) == len(items)
+            assert all(a["error"]["code"] == "not_in_sample" for a in answers)
+    assert sum(s["hypothesis_calls"] for s in report["samples"] if s["sample_id"] != target)
 
 
 def test_cli_refuses_bad_inputs_with_the_message(
