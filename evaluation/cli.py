@@ -60,6 +60,24 @@ examples:
   venus eval duplex --data eval-set --out try --policy vad --limit 5"""
 
 
+ASR_HELP = """\
+Optional, word-level: transcribe every output.wav under --outputs with an offline
+recogniser whose model ships in its package (PocketSphinx, US English; nothing is
+downloaded; install with `pip install 'venus[asr]'`). The other eval commands never need
+it.
+
+Where a timeline.jsonl lies beside an output (the daemon's own runs), the word error rate
+of what was heard against the text of the replies the daemon spoke to their end. With
+--data, the words the system started inside each overlap window and after it.
+
+Writes OUT/asr.json and OUT/asr.md. See docs/evaluation.md."""
+
+ASR_EPILOG = """\
+examples:
+  venus eval asr --outputs eval-run/vad --data eval-set --out eval-run/vad-asr
+  venus eval asr --outputs my-system-out --out words"""
+
+
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd = commands.add_parser(
         "eval",
@@ -185,6 +203,25 @@ examples:
     duplex.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     duplex.set_defaults(run=_duplex)
 
+    asr = sub.add_parser(
+        "asr",
+        help="optional: transcribe outputs offline (PocketSphinx) for word error rates and "
+        "words in the overlap",
+        description=ASR_HELP,
+        epilog=ASR_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    asr.add_argument(
+        "--outputs", type=Path, required=True, metavar="DIR",
+        help="a folder holding output.wav files at any depth (e.g. a `venus eval duplex` run)",
+    )  # fmt: skip
+    asr.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the report goes")
+    asr.add_argument(
+        "--data", type=Path, metavar="DIR",
+        help="the Full-Duplex-Bench data the outputs answer: adds words in the overlap window",
+    )  # fmt: skip
+    asr.set_defaults(run=_asr)
+
 
 def _score(args: argparse.Namespace) -> int:
     from venus.evaluation.metrics import DEFAULT_RULES
@@ -236,4 +273,24 @@ def _delegation(args: argparse.Namespace) -> int:
         f"{pct(f.missed_rate)}, unnecessary {pct(f.unnecessary_rate)}"
     )
     print(f"report: {done.json_path}, {done.md_path}")  # noqa: T201
+    return 0
+
+
+def _asr(args: argparse.Namespace) -> int:
+    import sys
+
+    from venus.evaluation.asr import PocketSphinx
+    from venus.evaluation.asr_run import run
+
+    def write(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+    report, paths = run(args.outputs, args.out, args.data, PocketSphinx(), write)
+    pooled = report.pooled
+    wer = "n/a" if pooled.wer is None else f"{100 * pooled.wer:.1f}%"
+    heard = sum(bool(s.transcript.words) for s in report.samples)
+    print(  # noqa: T201
+        f"{len(report.samples)} outputs, {heard} with words heard; WER {wer} over "
+        f"{pooled.reference_words} reference words: {paths[0]}, {paths[1]}"
+    )
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from venus.evaluation.delegation import DECISION_KINDS, Dist, SampleScore, SetScore
+from venus.evaluation.markdown import pct, table
 
 __all__ = ["REPORT_JSON", "REPORT_MD", "render_markdown", "report_json", "write_report"]
 
@@ -104,7 +105,7 @@ def write_report(
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}%"
+    return pct(v, "n/a")
 
 
 def _s(v: float | None) -> str:
@@ -116,8 +117,7 @@ def _dist(d: Dist) -> list[str]:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+    return table(head, rows, left=len(head))
 
 
 def render_markdown(system: str, data: Path, f: SetScore, missing: Sequence[str] = ()) -> str:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from venus.evaluation.markdown import pct, table
 from venus.evaluation.metrics import Behaviour, Rules, Why, action_met
 from venus.evaluation.score import SampleScore
 
@@ -224,9 +225,9 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
         ["task", "system", "n", "headline", "rate", "RESPOND", "RESUME", "UNCERTAIN",
          "stop rate", "TOR", "action met"],
         [
-            [s.task, r.system, str(s.samples), s.headline, _pct(s.headline_rate),
-             _pct(s.respond_rate), _pct(s.resume_rate), _pct(s.uncertain_rate),
-             _pct(s.stop_rate), _pct(s.take_over_rate), _pct(s.action_rate)]
+            [s.task, r.system, str(s.samples), s.headline, pct(s.headline_rate),
+             pct(s.respond_rate), pct(s.resume_rate), pct(s.uncertain_rate),
+             pct(s.stop_rate), pct(s.take_over_rate), pct(s.action_rate)]
             for s, r in _by_task(reports)
         ],
     )  # fmt: skip
@@ -248,7 +249,7 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
         lines += _table(
             ["task", "system", "measure", "n", "TOR", "latency mean (s)", "latency p50 (s)"],
             [
-                [v.task, r.system, v.measure, str(v.samples), _pct(v.take_over_rate),
+                [v.task, r.system, v.measure, str(v.samples), pct(v.take_over_rate),
                  _num(v.latency.mean_s if v.latency else None),
                  _num(v.latency.p50_s if v.latency else None)]
                 for v, r in sorted(v1, key=lambda x: (x[0].task, x[1].system))
@@ -263,18 +264,7 @@ def _by_task(reports: Sequence[ScoreReport]) -> list[tuple[ScenarioSummary, Scor
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    if not rows:
-        return ["(none)"]
-    align = ["---" if i < 3 else "---:" for i in range(len(header))]
-    return [_row(header), _row(align), *(_row(r) for r in rows)]
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+    return table(header, rows, left=3)
 
 
 def _num(x: float | None) -> str:

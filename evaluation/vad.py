@@ -47,6 +47,7 @@ __all__ = [
     "USER_MERGE_GAP_S",
     "VAD_RATE_HZ",
     "Segment",
+    "at_16k",
     "merge_gaps",
     "model_segments",
     "speech_segments",
@@ -100,7 +101,7 @@ def speech_segments(
     order, gaps shorter than ``merge_gap_s`` bridged (steps 1-4 of the module doc)."""
     if samples.ndim != 1:
         raise ValueError(f"samples must be mono (1-D), not shape {samples.shape}")
-    audio = _at_vad_rate(samples, rate_hz)
+    audio = at_16k(samples, rate_hz)
     raw = _detect(audio)
     rms = _frame_rms(audio)
     floor = max(_noise_floor(rms) * 10 ** (NOISE_MARGIN_DB / 20), 10 ** (FLOOR_DBFS / 20))
@@ -131,7 +132,8 @@ def merge_gaps(segments: Sequence[Segment], gap_s: float) -> tuple[Segment, ...]
     return tuple(out)
 
 
-def _at_vad_rate(samples: Samples, rate_hz: int) -> Samples:
+def at_16k(samples: Samples, rate_hz: int) -> Samples:
+    """``samples`` at the detector's 16 kHz (resampled with soxr when another rate)."""
     if rate_hz <= 0:
         raise ValueError(f"rate_hz must be positive, not {rate_hz}")
     x = np.asarray(samples, np.float32)
