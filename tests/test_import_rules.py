@@ -11,9 +11,10 @@ FORBIDDEN = {
     "hw": {"engines", "capabilities", "daemon", "export", "datagen", "evaluation"},
     "engines": {"hw", "capabilities", "daemon", "export", "datagen", "evaluation"},
     "capabilities": {"hw", "engines", "daemon", "export", "datagen", "evaluation"},
-    "daemon": {"export", "datagen", "evaluation"},
-    "datagen": {"hw", "engines", "daemon", "export", "evaluation"},  # offline; on capabilities
-    "evaluation": {"export"},  # runs the daemon's offline path; never torch
+    "daemon": {"export", "datagen", "evaluation", "train"},
+    "datagen": {"hw", "engines", "daemon", "export", "evaluation", "train"},  # offline
+    "evaluation": {"export", "train"},  # runs the daemon's offline path; never torch
+    "train": {"daemon", "evaluation"},  # offline, torch; shares the model, engines, data
     "venus": set(),
 }
 # bench may import everything, but venus.export (torch) only inside functions: checked below.

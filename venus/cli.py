@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.datagen.cli import register as register_datagen
     from venus.evaluation.cli import register as register_eval
     from venus.export.cli import register as register_export
+    from venus.train.cli import register as register_train
 
     register_run(commands)
     register_call(commands)
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_bench(commands)
     register_datagen(commands)
     register_eval(commands)
+    register_train(commands)
     return parser
 
 

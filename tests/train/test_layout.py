@@ -1,0 +1,126 @@
+"""The training layout follows the daemon's per-chunk context rules (daemon/frontend/step.py),
+checked on hand-built chunks with known token sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from venus.export.model.config import PRESETS
+from venus.train.layout import AUDIO, IGNORE, TOKEN, VISION, build_layout
+
+S = PRESETS["tiny"]().special_token_ids
+NAMES = {i: n for n, i in S.items()}
+WORDS = {"hi": 1, " there": 2, "bye": 3, " bye": 3, " now": 4, "{}": 5, "ok": 6, "R": 7}
+
+
+def encode(text: str) -> list[int]:
+    """A toy tokenizer: known words one token each, else one token a character (+100)."""
+    if text in WORDS:
+        return [WORDS[text]]
+    return [100 + ord(c) % 50 for c in text]
+
+
+def chunk(decision: str = "listen", text: str = "", delegate: tuple[str, ...] = (),
+          results: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    return {
+        "decision": decision,
+        "text": text,
+        "delegate": list(delegate),
+        "results": list(results),
+    }
+
+
+def render(layout) -> list[str]:
+    out = []
+    for token, kind, slot in zip(layout.ids, layout.kind, layout.slot, strict=True):
+        if kind == AUDIO:
+            out.append(f"A{slot}")
+        elif kind == VISION:
+            out.append(f"V{slot}")
+        else:
+            out.append(NAMES.get(token, str(token)).strip("<|>"))
+    return out
+
+
+def targets(layout) -> list[tuple[str, str]]:
+    shown = render(layout)
+    return [(shown[i], NAMES.get(t, str(t)).strip("<|>"))
+            for i, t in enumerate(layout.labels) if t != IGNORE]  # fmt: skip
+
+
+def test_listen_speak_and_turn_end_in_the_daemons_order() -> None:
+    chunks = [chunk(), chunk("speak", "hi"), chunk("speak", "there"), chunk("turn_eos", "bye")]
+    layout = build_layout(chunks, S, encode, audio_tokens=2, vision_tokens=3)
+    assert render(layout) == [
+        "chunk_start", "audio_start", "A0", "A1", "audio_end",
+        "listen", "chunk_end", "chunk_start", "audio_start", "A2", "A3", "audio_end",
+        "speak", "1",
+        "chunk_end", "chunk_start", "audio_start", "A4", "A5", "audio_end",
+        "speak", "2",  # " there": the reply continues with a space
+        "chunk_end", "chunk_start", "audio_start", "A6", "A7", "audio_end",
+        "speak", "3",
+    ]  # fmt: skip
+    assert targets(layout) == [
+        ("audio_end", "listen"),
+        ("audio_end", "speak"), ("speak", "1"), ("1", "chunk_end"),
+        ("audio_end", "speak"), ("speak", "2"), ("2", "chunk_end"),
+        ("audio_end", "speak"), ("speak", "3"), ("3", "turn_eos"),  # turn_eos: speak, then text
+    ]  # fmt: skip
+    assert sum(layout.decision) == 4
+    assert [layout.speech[i] for i, t in enumerate(render(layout)) if t in "123"] == [1, 2, 3]
+
+
+def test_after_turn_eos_the_next_chunk_opens_with_it_and_a_new_reply_starts_bare() -> None:
+    chunks = [chunk("turn_eos", "hi"), chunk("speak", "bye"), chunk("turn_eos", "now")]
+    shown = render(build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1))
+    assert shown[shown.index("1") + 1 : shown.index("1") + 4] == [
+        "turn_eos", "chunk_end", "chunk_start"]  # fmt: skip
+    assert "3" in shown and "4" in shown  # "bye" opens a reply; " now" continues it
+
+
+def test_results_come_after_the_audio_and_the_decision_reads_the_last_of_them() -> None:
+    chunks = [chunk("speak", "ok", results=("R", "R"))]
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1)
+    assert render(layout)[:11] == [
+        "chunk_start", "audio_start", "A0", "audio_end",
+        "result", "7", "/result", "result", "7", "/result", "speak",
+    ]  # fmt: skip
+    assert targets(layout)[0] == ("/result", "speak")
+    assert layout.labels[5] == IGNORE  # the result's text is read, never a target
+
+
+def test_delegation_spans_come_first_and_are_supervised_but_not_spoken() -> None:
+    chunks = [chunk("turn_eos", "ok", delegate=("{}",))]
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1)
+    assert render(layout)[4:] == ["speak", "delegate", "5", "/delegate", "6"]
+    assert targets(layout)[1:] == [("speak", "delegate"), ("delegate", "5"), ("5", "/delegate"),
+                                   ("/delegate", "6"), ("6", "turn_eos")]  # fmt: skip
+    spoken = [i for i, k in enumerate(layout.speech) if k >= 0]
+    assert [render(layout)[i] for i in spoken] == ["6"]
+    assert layout.stats.span_tokens == 1 and layout.stats.text_tokens == 1
+
+
+def test_frames_come_before_the_audio() -> None:
+    chunks = [chunk(), chunk()]
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=2,
+                          frames=lambda k: {0: 1, 1: None}[k])  # fmt: skip
+    assert render(layout)[:7] == ["chunk_start", "image_start", "V2", "V3", "image_end",
+                                  "audio_start", "A0"]  # fmt: skip
+    assert "image_start" not in render(layout)[7:]
+    assert all(k in (TOKEN, AUDIO, VISION) for k in layout.kind)
+
+
+@pytest.mark.parametrize("decision, closes", [("speak", None), ("turn_eos", None)])
+def test_text_over_the_budget_is_cut_and_the_daemon_closes_the_chunk(
+    decision: str, closes: None
+) -> None:
+    """The daemon stops reading at the budget: no target after the last token it reads."""
+    chunks = [chunk(decision, "abcdefgh"), chunk()]
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1, max_text_tokens=4)
+    assert layout.stats.truncated_chunks == 1 and layout.stats.text_tokens == 4
+    shown = render(layout)
+    speak = shown.index("speak")
+    assert shown[speak + 5 : speak + 7] == ["chunk_end", "chunk_start"]  # the budget closed it
+    assert layout.labels[speak + 4] == IGNORE  # nothing is read after the 4th token

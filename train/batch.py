@@ -1,0 +1,146 @@
+"""Examples to padded tensors, the teacher-forced forward pass and the losses.
+
+The forward pass is the daemon's computation in one go: the audio encoder over every
+chunk of the sample (``encode_chunks``, the streaming ``step`` batched), the vision
+encoder over the frames the chunks see, their tokens spliced into the token embeddings
+at their slots, and one causal pass of the backbone over the flat sequence (equal to
+the daemon's prefill and step calls; ``layout.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+from torch import Tensor
+
+from venus.export.model.venus import VenusModel
+from venus.train.data import Example
+from venus.train.layout import AUDIO, IGNORE, VISION
+
+__all__ = ["Batch", "Losses", "collate", "forward_losses"]
+
+
+@dataclass
+class Batch:
+    ids: Tensor  # [B, L] token ids (0 at slots and padding)
+    kind: Tensor  # [B, L]
+    slot: Tensor  # [B, L]
+    labels: Tensor  # [B, L]
+    decision: Tensor  # [B, L] bool
+    mask: Tensor  # [B, L] 1 where real
+    mel: Tensor  # [B, 80, max_chunks * 100]
+    frames: Tensor | None  # [F, 3, S, S] every example's frames, concatenated
+    frame_offset: Tensor  # [B] where each example's frames start in ``frames``
+
+
+@dataclass
+class Losses:
+    total: Tensor
+    decision: Tensor  # 3-way cross-entropy over the control tokens, at decision positions
+    text: Tensor  # full-vocabulary cross-entropy on the text phase
+    decisions: int
+    decisions_right: int
+    speak_targets: int
+    speak_right: int  # speak targets decided speak
+    speak_said: int  # positions decided speak
+    text_tokens: int
+    text_right: int
+
+
+def collate(examples: Sequence[Example]) -> Batch:
+    n = len(examples)
+    length = max(len(e.layout) for e in examples)
+    frames_max = max(e.mel.shape[1] for e in examples)
+
+    def field(name: str, fill: int) -> Tensor:
+        out = np.full((n, length), fill, np.int64)
+        for i, e in enumerate(examples):
+            values = getattr(e.layout, name)
+            out[i, : len(values)] = values
+        return torch.from_numpy(out)
+
+    mel = np.zeros((n, examples[0].mel.shape[0], frames_max), np.float32)
+    for i, e in enumerate(examples):
+        mel[i, :, : e.mel.shape[1]] = e.mel
+    offsets, images, total = [], [], 0
+    for e in examples:
+        offsets.append(total)
+        if e.frames is not None and len(e.frames):
+            images.append(e.frames)
+            total += len(e.frames)
+    return Batch(
+        ids=field("ids", 0),
+        kind=field("kind", 0),
+        slot=field("slot", 0),
+        labels=field("labels", IGNORE),
+        decision=field("decision", 0).bool(),
+        mask=torch.from_numpy(
+            np.array([[1] * len(e.layout) + [0] * (length - len(e.layout)) for e in examples])
+        ),
+        mel=torch.from_numpy(mel),
+        frames=torch.from_numpy(np.concatenate(images)) if images else None,
+        frame_offset=torch.tensor(offsets, dtype=torch.int64),
+    )
+
+
+def embeddings(model: VenusModel, batch: Batch) -> Tensor:
+    """The backbone's input: token embeddings with the audio and vision tokens spliced in."""
+    bb = model.backbone
+    emb: Tensor = bb.embed(batch.ids)
+    audio = model.audio_encoder.encode_chunks(batch.mel)  # [B, chunks * per_chunk, H]
+    rows, cols = torch.nonzero(batch.kind == AUDIO, as_tuple=True)
+    emb = emb.index_put((rows, cols), audio[rows, batch.slot[rows, cols]])
+    if batch.frames is not None and model.vision_encoder is not None:
+        vision = model.vision_encoder(batch.frames)  # [F, q, H]
+        q = vision.shape[1]
+        rows, cols = torch.nonzero(batch.kind == VISION, as_tuple=True)
+        slot = batch.slot[rows, cols]
+        frame = batch.frame_offset[rows] + torch.div(slot, q, rounding_mode="floor")
+        emb = emb.index_put((rows, cols), vision[frame, slot % q])
+    return emb
+
+
+def forward_losses(
+    model: VenusModel,
+    batch: Batch,
+    control_ids: Sequence[int],
+    decision_weight: float = 1.0,
+) -> Losses:
+    """Teacher-forced logits and the two losses (module doc)."""
+    bb = model.backbone
+    emb = embeddings(model, batch)
+    b, length = batch.ids.shape
+    positions = torch.arange(length)[None].expand(b, length)
+    empty = bb.new_cache(b)
+    logits, _hidden, _k, _v = bb(emb, batch.mask, positions, empty.keys, empty.values)
+    labels = batch.labels
+
+    control = torch.tensor(list(control_ids))
+    d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
+    d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
+    d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
+    decision_loss = F.cross_entropy(d_logits, d_target) if len(d_rows) else logits.sum() * 0
+    d_pred = d_logits.argmax(dim=1)
+    speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
+
+    text_mask = (labels != IGNORE) & ~batch.decision
+    t_logits, t_target = logits[text_mask], labels[text_mask]
+    text_loss = F.cross_entropy(t_logits, t_target) if len(t_target) else logits.sum() * 0
+    total = text_loss + decision_weight * decision_loss
+    said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks
+    return Losses(
+        total=total,
+        decision=decision_loss.detach(),
+        text=text_loss.detach(),
+        decisions=len(d_rows),
+        decisions_right=int((d_pred == d_target).sum()),
+        speak_targets=int((d_target == speak).sum()),
+        speak_right=int((said_speak & (d_target == speak)).sum()),
+        speak_said=int(said_speak.sum()),
+        text_tokens=len(t_target),
+        text_right=int((t_logits.argmax(dim=1) == t_target).sum()),
+    )

@@ -1,0 +1,65 @@
+"""``venus train``: registration only; torch is imported when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = """\\
+Train the tiny model on a `venus datagen` set (torch, CPU): the control token of every
+chunk, the assistant's text, its delegation calls with arguments and what it says after
+an injected result, teacher-forced on the exact token layout the daemon runs
+(docs/training.md). Only the assistant's positions are supervised.
+
+OUT becomes a checkpoint for `venus export` (config.json, safetensors, a byte-level BPE
+tokenizer.json trained on the set) with OUT/train/: the recipe, a resumable state, the
+loss history and loss.png. Stopped, the same command resumes from the last state."""
+
+EPILOG = """\\
+examples:
+  venus datagen --preset eval --seed 7 --jobs 2 --out train-set
+  venus train --data train-set --out venus-tiny
+  venus train --config recipe.toml --data train-set --out venus-tiny   # resumes if stopped
+  venus export venus-tiny --out venus-tiny-engines"""
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    cmd = commands.add_parser(
+        "train",
+        help="train the tiny model on a venus datagen set (torch, CPU; resumable)",
+        description=HELP,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("--config", type=Path, metavar="FILE", help="the recipe (TOML; defaults "
+                     "for every key missing)")  # fmt: skip
+    cmd.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
+    cmd.add_argument("--out", type=Path, required=True, metavar="CKPT", help="the checkpoint")
+    cmd.set_defaults(run=_train)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from venus.train.config import load_train_config
+
+    cfg = load_train_config(args.config)
+    try:
+        from venus.train.loop import train
+    except ImportError as e:  # torch: the export extra
+        from venus.errors import VenusError
+        from venus.export.cli import TORCH_MISSING
+
+        raise VenusError(f"{TORCH_MISSING} ({e})") from None
+
+    def write(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+    result = train(cfg, args.data, args.out, write)
+    m = result.metrics
+    print(  # noqa: T201
+        f"{result.steps} steps; validation control accuracy "
+        f"{100 * m['control_accuracy']:.1f}% (chance {100 * m['control_chance']:.1f}%), "
+        f"text accuracy {100 * m['text_accuracy']:.1f}%: {args.out}"
+    )
+    return 0

@@ -1,0 +1,130 @@
+"""``venus train --config FILE``: the recipe, TOML. Every key has a default; an unknown
+key or a bad value is an error naming it.
+
+    [model]
+    preset = "tiny"          # a preset of `venus init` (tiny, tiny-audio)
+    seed = 0                 # the initial weights, the split, the batch order
+
+    [data]
+    validation = 0.1         # share of the samples held out (by sample id, seeded)
+
+    [tokenizer]
+    vocab_size = 0           # 0: the preset's text vocabulary (512 for tiny)
+
+    [train]
+    steps = 2000
+    batch_size = 8
+    learning_rate = 3e-3
+    warmup_steps = 100       # linear warm-up, then cosine decay to 10%
+    weight_decay = 0.01
+    decision_weight = 1.0    # the decision loss's weight beside the text loss
+    max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
+    checkpoint_every = 200   # steps between resumable states (and a validation pass)
+    threads = 0              # torch threads (0: one per CPU)
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from venus.errors import VenusError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 (JetPack 6)
+    import tomli as tomllib
+
+__all__ = ["TrainConfig", "TrainConfigError", "load_train_config", "parse_train_config"]
+
+
+class TrainConfigError(VenusError):
+    """The training recipe is not valid: the message names the key."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    preset: str = "tiny"
+    seed: int = 0
+    validation: float = 0.1
+    vocab_size: int = 0
+    steps: int = 2000
+    batch_size: int = 8
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    decision_weight: float = 1.0
+    max_text_tokens: int = 16
+    checkpoint_every: int = 200
+    threads: int = 0
+
+    def to_toml_dict(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for f in fields(self):
+            out.setdefault(SECTION_OF[f.name], {})[f.name] = getattr(self, f.name)
+        return out
+
+
+SECTION_OF = {
+    "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
+    **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
+                            "weight_decay", "decision_weight", "max_text_tokens",
+                            "checkpoint_every", "threads")},
+}  # fmt: skip
+PRESETS = ("tiny", "tiny-audio")
+
+
+def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainConfig:
+    values: dict[str, Any] = {}
+    defaults = TrainConfig()
+    for section, table in data.items():
+        if section not in set(SECTION_OF.values()) or not isinstance(table, dict):
+            raise TrainConfigError(
+                f"{source}: unknown section [{section}] (known: model, data, tokenizer, train)"
+            )
+        for key, raw in table.items():
+            if SECTION_OF.get(key) != section:
+                raise TrainConfigError(f"{source}: unknown key {section}.{key}")
+            want = type(getattr(defaults, key))
+            value = raw
+            if want is float and isinstance(raw, int) and not isinstance(raw, bool):
+                value = float(raw)
+            if type(value) is not want:
+                raise TrainConfigError(
+                    f"{source}: {section}.{key} must be a {want.__name__}, not {raw!r}"
+                )
+            values[key] = value
+    cfg = TrainConfig(**values)
+    checks = [
+        (cfg.preset in PRESETS, f"model.preset must be one of {', '.join(PRESETS)}"),
+        (0.0 <= cfg.validation < 1.0, "data.validation must be in [0, 1)"),
+        (cfg.vocab_size == 0 or cfg.vocab_size >= 256, "tokenizer.vocab_size must be 0 or >= 256"),
+        (cfg.steps >= 1, "train.steps must be at least 1"),
+        (cfg.batch_size >= 1, "train.batch_size must be at least 1"),
+        (cfg.learning_rate > 0, "train.learning_rate must be positive"),
+        (cfg.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
+        (cfg.weight_decay >= 0, "train.weight_decay must be >= 0"),
+        (cfg.decision_weight >= 0, "train.decision_weight must be >= 0"),
+        (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
+        (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
+        (cfg.threads >= 0, "train.threads must be >= 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise TrainConfigError(f"{source}: {message}")
+    return cfg
+
+
+def load_train_config(path: Path | None) -> TrainConfig:
+    if path is None:
+        return TrainConfig()
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise TrainConfigError(f"--config {path}: cannot be read ({e})") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TrainConfigError(f"--config {path}: not valid TOML ({e})") from e
+    return parse_train_config(data, str(path))

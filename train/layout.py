@@ -1,0 +1,166 @@
+"""One trajectory as the flat token sequence the daemon's backbone sees, with targets.
+
+The daemon builds its context chunk by chunk (``daemon/frontend/step.py``): per chunk
+``[pending] <|chunk_start|> (<|image_start|> V.. <|image_end|>) <|audio_start|> A..
+<|audio_end|> (<|result|> text <|/result|>)*``, then it decides from the last token's
+logits; ``listen`` (or ``turn_eos`` as a decision) is not run but leads the next chunk
+(``pending = [decision, <|chunk_end|>]``); ``speak`` is stepped at once and followed by
+the chunk's delegation spans (``<|delegate|> JSON <|/delegate|>``, written first, as the
+data pipeline does) and text, closed by ``<|chunk_end|>`` or ``<|turn_eos|>`` (not
+stepped: pending for the next chunk, ``<|turn_eos|> <|chunk_end|>`` for the latter).
+Concatenated over the chunks this is one flat sequence, and a full-sequence forward with
+a causal mask equals the daemon's prefill and step calls.
+
+Targets are the positions whose logits the daemon reads: the decision (at the last
+prefill token) and every next token of the text phase (from ``<|speak|>`` to the token
+before the closing one). Everything else (the user's audio, results, markers) is input
+only: the assistant's spans alone are supervised, as in the paper.
+
+A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
+its decision target is ``<|speak|>`` (docs/data.md). Chunk text continues a reply with a
+space (the data pipeline splits a reply's words by chunk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["AUDIO", "IGNORE", "TOKEN", "VISION", "Layout", "LayoutStats", "build_layout"]
+
+IGNORE = -100  # no target at this position (torch's cross-entropy ignore_index)
+TOKEN, AUDIO, VISION = 0, 1, 2  # what fills a position: a token id, an audio or a vision slot
+RESULT_TOKENS = 512  # the daemon's cut of an injected result (step.RESULT_TOKENS)
+
+Encode = Callable[[str], list[int]]
+
+
+@dataclass
+class LayoutStats:
+    chunks: int = 0
+    speaking: int = 0
+    text_tokens: int = 0
+    span_tokens: int = 0
+    truncated_chunks: int = 0  # text longer than the daemon's budget, cut to it
+
+
+@dataclass
+class Layout:
+    """Parallel per-position lists (``build_layout``)."""
+
+    ids: list[int] = field(default_factory=list)  # token id, or 0 where a slot goes
+    kind: list[int] = field(default_factory=list)  # TOKEN, AUDIO or VISION
+    slot: list[int] = field(default_factory=list)  # index into the sample's audio / vision tokens
+    labels: list[int] = field(default_factory=list)  # target id, or IGNORE
+    decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
+    speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
+    stats: LayoutStats = field(default_factory=LayoutStats)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, token: int, kind: int = TOKEN, slot: int = 0) -> int:
+        self.ids.append(token if kind == TOKEN else 0)
+        self.kind.append(kind)
+        self.slot.append(slot)
+        self.labels.append(IGNORE)
+        self.decision.append(False)
+        self.speech.append(-1)
+        return len(self.ids) - 1
+
+
+def build_layout(
+    chunks: Sequence[Mapping[str, Any]],
+    special: Mapping[str, int],
+    encode: Encode,
+    *,
+    audio_tokens: int,
+    vision_tokens: int,
+    frames: Callable[[int], int | None] = lambda _k: None,
+    max_text_tokens: int = 16,
+) -> Layout:
+    """The flat sequence of ``chunks`` (a trajectory's ``chunks``; module doc).
+
+    ``frames(k)``: the index of the frame chunk ``k`` sees (its vision tokens are
+    ``vision_tokens`` slots from ``index * vision_tokens``), or None for none. Audio slots
+    of chunk ``k`` are ``k * audio_tokens ...``. Text over ``max_text_tokens`` is cut
+    there (the daemon closes the chunk at its budget) and counted in ``stats``.
+    """
+    s = special
+    out = Layout()
+    pending: list[int] = []
+    in_reply = False
+    for k, chunk in enumerate(chunks):
+        out.stats.chunks += 1
+        last = _prefill(out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens)
+        decision = chunk["decision"]
+        speaking = decision in ("speak", "turn_eos")
+        out.labels[last] = s["<|speak|>"] if speaking else s["<|listen|>"]
+        out.decision[last] = True
+        if not speaking:
+            pending = [s["<|listen|>"], s["<|chunk_end|>"]]
+            in_reply = False
+            continue
+        out.stats.speaking += 1
+        body: list[tuple[int, bool]] = []  # (token, spoken)
+        for span in chunk["delegate"]:
+            ids = encode(span)
+            out.stats.span_tokens += len(ids)
+            body += [(s["<|delegate|>"], False), *((t, False) for t in ids),
+                     (s["<|/delegate|>"], False)]  # fmt: skip
+        text = chunk["text"]
+        spoken = encode((" " + text) if in_reply and text else text)
+        if len(spoken) > max_text_tokens:
+            out.stats.truncated_chunks += 1
+            spoken = spoken[:max_text_tokens]
+        out.stats.text_tokens += len(spoken)
+        body += [(t, True) for t in spoken]
+        ends_turn = decision == "turn_eos"
+        close = s["<|turn_eos|>"] if ends_turn and len(spoken) < max_text_tokens else None
+        prev = out.add(s["<|speak|>"])
+        for token, is_spoken in body:
+            out.labels[prev] = token
+            prev = out.add(token)
+            if is_spoken:
+                out.speech[prev] = k
+        if close is not None:
+            out.labels[prev] = close
+            pending = [close, s["<|chunk_end|>"]]
+        else:  # the budget closed the chunk (the daemon stops reading) or <|chunk_end|>
+            if len(spoken) < max_text_tokens:
+                out.labels[prev] = s["<|chunk_end|>"]
+            pending = [s["<|chunk_end|>"]]
+        in_reply = not ends_turn
+    return out
+
+
+def _prefill(
+    out: Layout,
+    chunk: Mapping[str, Any],
+    k: int,
+    pending: list[int],
+    s: Mapping[str, int],
+    encode: Encode,
+    frame: int | None,
+    audio_tokens: int,
+    vision_tokens: int,
+) -> int:
+    """Chunk ``k``'s prefill (module doc); -> the position of its last token."""
+    for token in (*pending, s["<|chunk_start|>"]):
+        out.add(token)
+    if frame is not None:
+        out.add(s["<|image_start|>"])
+        for j in range(vision_tokens):
+            out.add(0, VISION, frame * vision_tokens + j)
+        out.add(s["<|image_end|>"])
+    out.add(s["<|audio_start|>"])
+    for j in range(audio_tokens):
+        out.add(0, AUDIO, k * audio_tokens + j)
+    last = out.add(s["<|audio_end|>"])
+    for result in chunk["results"]:
+        out.add(s["<|result|>"])
+        for token in encode(result)[:RESULT_TOKENS]:
+            out.add(token)
+        last = out.add(s["<|/result|>"])
+    return last

@@ -1,0 +1,334 @@
+"""The training run: split, tokenizer, examples, AdamW steps, validation, resumable state.
+
+``OUT`` becomes a checkpoint `venus export` reads (``config.json``, the safetensors, the
+trained ``tokenizer.json``) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe),
+``state.pt`` (weights, optimiser, step: a run stopped at any point resumes from its last
+state with the same command), ``history.jsonl`` (one line per step and per validation),
+``loss.png`` (the curves) and ``metrics.json`` (the last validation).
+
+Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
+text). The speech decoder, flow decoder and vocoder keep their initial weights here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from venus.export.checkpoint import save_model
+from venus.export.model.config import PRESETS
+from venus.export.model.init import init_model
+from venus.export.model.venus import VenusModel
+from venus.train.batch import collate, forward_losses
+from venus.train.config import TrainConfig, TrainConfigError
+from venus.train.data import Example, load_examples, read_index, sample_texts
+from venus.train.tokenizer import load_tokenizer, train_tokenizer
+
+__all__ = ["TRAINED", "TrainResult", "split", "train"]
+
+log = logging.getLogger(__name__)
+
+TRAINED = ("backbone", "audio_encoder", "vision_encoder")
+PROGRESS_EVERY_S = 5.0
+FINAL_LR = 0.1  # of the peak, at the last step
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    out: Path
+    steps: int
+    resumed_from: int
+    metrics: dict[str, float]
+    baseline: dict[str, float]  # the same validation before any step
+
+
+def split(
+    records: Sequence[dict[str, Any]], share: float, seed: int
+) -> tuple[list[Any], list[Any]]:
+    """(training, validation) records: a seeded shuffle by sample id, ``share`` held out."""
+    ordered = sorted(records, key=lambda r: r["sample_id"])
+    order = torch.randperm(len(ordered), generator=torch.Generator().manual_seed(seed)).tolist()
+    held = min(len(ordered) - 1, max(1 if share > 0 else 0, round(share * len(ordered))))
+    shuffled = [ordered[i] for i in order]
+    return shuffled[held:], shuffled[:held]
+
+
+def _lr_factor(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    return FINAL_LR + (1 - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _batch_indices(step: int, n: int, size: int, seed: int) -> list[int]:
+    """Step ``step``'s examples: epoch-wise seeded permutations, the same on a resume."""
+    out: list[int] = []
+    start = step * size
+    while len(out) < min(size, n):
+        epoch, offset = divmod(start + len(out), n)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
+        out += perm[offset : offset + size - len(out)].tolist()
+    return out
+
+
+def evaluate(
+    model: VenusModel, examples: Sequence[Example], control: Sequence[int], size: int
+) -> dict[str, float]:
+    """Validation figures: losses, control accuracy (and its majority-class chance),
+    speak precision / recall, next-text-token accuracy."""
+    was = model.training
+    model.eval()
+    sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
+                          "said", "t", "t_right"), 0.0)  # fmt: skip
+    with torch.no_grad():
+        for i in range(0, len(examples), size):
+            losses = forward_losses(model, collate(examples[i : i + size]), control)
+            sums["decision"] += float(losses.decision) * losses.decisions
+            sums["text"] += float(losses.text) * losses.text_tokens
+            sums["d"] += losses.decisions
+            sums["d_right"] += losses.decisions_right
+            sums["speak"] += losses.speak_targets
+            sums["speak_right"] += losses.speak_right
+            sums["said"] += losses.speak_said
+            sums["t"] += losses.text_tokens
+            sums["t_right"] += losses.text_right
+    model.train(was)
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else 0.0
+
+    listen = sums["d"] - sums["speak"]
+    return {
+        "decision_loss": ratio(sums["decision"], sums["d"]),
+        "text_loss": ratio(sums["text"], sums["t"]),
+        "control_accuracy": ratio(sums["d_right"], sums["d"]),
+        "control_chance": ratio(max(listen, sums["speak"]), sums["d"]),
+        "speak_recall": ratio(sums["speak_right"], sums["speak"]),
+        "speak_precision": ratio(sums["speak_right"], sums["said"]),
+        "text_accuracy": ratio(sums["t_right"], sums["t"]),
+        "decisions": sums["d"],
+        "text_tokens": sums["t"],
+    }
+
+
+@dataclass
+class _Run:
+    """What a run works on: its place, its state on disk (when resuming), its data."""
+
+    work: Path
+    recipe: str
+    state: dict[str, Any] | None
+    model_cfg: Any
+    tokenizer: Any
+    train: list[Example]
+    validation: list[Example]
+    control: list[int]
+
+
+def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None]) -> _Run:
+    """Check the data and ``out``, split, train (or reload) the tokenizer, load examples."""
+    import tomli_w
+
+    records = read_index(data)
+    if len(records) < 2:
+        raise TrainConfigError(f"--data {data}: {len(records)} samples; need at least 2")
+    work = out / "train"
+    recipe = tomli_w.dumps(cfg.to_toml_dict())
+    state: dict[str, Any] | None = None
+    if (work / "state.pt").is_file():
+        state = torch.load(work / "state.pt", weights_only=False)
+        if state["recipe"] != recipe or state["data"] != str(data.resolve()):
+            raise TrainConfigError(
+                f"{out}: holds a run with another recipe or data ({work / 'recipe.toml'}); "
+                "resume it with the same --config and --data, or train into another --out"
+            )
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "recipe.toml").write_text(recipe, "utf-8")
+    train_recs, val_recs = split(records, cfg.validation, cfg.seed)
+    model_cfg = PRESETS[cfg.preset]()
+    vocab = cfg.vocab_size or model_cfg.backbone.vocab_size
+    if vocab > model_cfg.backbone.vocab_size:
+        raise TrainConfigError(
+            f"tokenizer.vocab_size {vocab} exceeds the {cfg.preset} text vocabulary "
+            f"({model_cfg.backbone.vocab_size})"
+        )
+    tok_path = work / "tokenizer.json"
+    if state is None or not tok_path.is_file():
+        train_tokenizer(sample_texts(data, train_recs), vocab).save(str(tok_path))
+    tok = load_tokenizer(tok_path)
+
+    def encode(text: str) -> list[int]:
+        ids: list[int] = tok.encode(text, add_special_tokens=False).ids
+        return ids
+
+    started = time.monotonic()
+
+    def loading(done: int, total: int) -> None:
+        if done == total or done % 50 == 0:
+            write(f"train: loading samples {done}/{total} ({time.monotonic() - started:.0f} s)")
+
+    vision = model_cfg.vision
+    special = model_cfg.special_token_ids
+    examples = load_examples(
+        data, train_recs + val_recs, special, encode, progress=loading,
+        audio_tokens=model_cfg.audio_tokens_per_chunk,
+        vision_tokens=vision.queries if vision is not None else 0,
+        image_size=vision.image_size if vision is not None else 0,
+        max_text_tokens=cfg.max_text_tokens,
+    )  # fmt: skip
+    truncated = sum(e.layout.stats.truncated_chunks for e in examples)
+    if truncated:
+        write(f"train: {truncated} chunks' text cut to {cfg.max_text_tokens} tokens (the budget)")
+    control = [special[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
+    n = len(train_recs)
+    return _Run(work, recipe, state, model_cfg, tok, examples[:n], examples[n:], control)
+
+
+def train(
+    cfg: TrainConfig,
+    data: Path,
+    out: Path,
+    write: Callable[[str], None],
+    *,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Run (or resume) the recipe on ``data`` into ``out`` (module doc). ``stop_after``:
+    stop after that many steps of this call (a test of resuming)."""
+    torch.manual_seed(cfg.seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    run = _open(cfg, data, out, write)
+    held = run.validation or run.train[:8]
+    model = VenusModel(run.model_cfg)
+    init_model(model, cfg.seed)
+    params = [p for name, p in model.named_parameters() if name.split(".")[0] in TRAINED]
+    optim = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
+    history = run.work / "history.jsonl"
+    if run.state is not None:
+        for part, saved in ((model, "model"), (optim, "optim"), (sched, "sched")):
+            part.load_state_dict(run.state[saved])
+        step, baseline = run.state["step"], run.state["baseline"]
+        write(f"train: resuming {out} at step {step}/{cfg.steps}")
+        _truncate_history(history, step)
+    else:
+        step, baseline = 0, evaluate(model, held, run.control, cfg.batch_size)
+        history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
+    resumed_from, metrics = step, baseline
+    model.train()
+    shown = began = time.monotonic()
+    while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
+        idx = _batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
+        losses = forward_losses(model, collate([run.train[i] for i in idx]), run.control,
+                                cfg.decision_weight)  # fmt: skip
+        optim.zero_grad(set_to_none=True)
+        losses.total.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optim.step()
+        sched.step()
+        step += 1
+        total = float(losses.total.detach())
+        _append(history, {"step": step, "loss": round(total, 5),
+                          "decision_loss": round(float(losses.decision), 5),
+                          "text_loss": round(float(losses.text), 5),
+                          "lr": sched.get_last_lr()[0]})  # fmt: skip
+        if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
+            shown = time.monotonic()
+            rate = (shown - began) / max(1, step - resumed_from)
+            write(
+                f"train: step {step}/{cfg.steps} loss {total:.3f} (decision "
+                f"{float(losses.decision):.3f}, text {float(losses.text):.3f}), "
+                f"{rate:.2f} s/step, ETA {rate * (cfg.steps - step):.0f} s"
+            )
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            metrics = evaluate(model, held, run.control, cfg.batch_size)
+            _append(history, {"step": step, "validation": metrics})
+            write(_validation_line(step, metrics))
+            state = {"model": model.state_dict(), "optim": optim.state_dict(),
+                     "sched": sched.state_dict(), "step": step, "baseline": baseline,
+                     "recipe": run.recipe, "data": str(data.resolve())}  # fmt: skip
+            _save_state(run.work / "state.pt", state, history)
+    if step == cfg.steps:
+        save_model(model, out)
+        run.tokenizer.save(str(out / "tokenizer.json"))  # over save_model's byte tokenizer
+        (run.work / "metrics.json").write_text(
+            json.dumps({"step": step, "validation": metrics, "baseline": baseline}, indent=2)
+            + "\n", "utf-8",
+        )  # fmt: skip
+        write(f"train: wrote the checkpoint {out} (export it with `venus export {out}`)")
+    return TrainResult(out, step, resumed_from, metrics, baseline)
+
+
+def _validation_line(step: int, m: dict[str, float]) -> str:
+    return (
+        f"train: validation at step {step}: control accuracy {100 * m['control_accuracy']:.1f}% "
+        f"(chance {100 * m['control_chance']:.1f}%), speak recall "
+        f"{100 * m['speak_recall']:.1f}%, text accuracy {100 * m['text_accuracy']:.1f}%"
+    )
+
+
+def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:
+    """The resumable state, atomically, and the curves so far."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    plot_history(history, path.parent / "loss.png")
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _truncate_history(path: Path, step: int) -> None:
+    """Drop history lines past the resumed state's step (steps run after it was saved)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text("utf-8").splitlines()
+            if line and json.loads(line)["step"] <= step]  # fmt: skip
+    path.write_text("".join(line + "\n" for line in keep), "utf-8")
+
+
+def plot_history(history: Path, png: Path) -> bool:
+    """Training losses per step and validation figures per checkpoint, as a PNG; False
+    (and a warning) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning(
+            "matplotlib is not installed: no loss curves (pip install 'realtime-venus[eval]')"
+        )
+        return False
+    rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
+    steps = [r for r in rows if "loss" in r]
+    vals = [r for r in rows if "validation" in r]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text")):
+        a.plot([r["step"] for r in steps], [r[key] for r in steps], label=label, linewidth=0.8)
+    a.set_xlabel("step")
+    a.set_ylabel("training loss")
+    a.legend()
+    for key in ("control_accuracy", "control_chance", "speak_recall", "text_accuracy"):
+        b.plot([r["step"] for r in vals], [r["validation"][key] for r in vals], marker="o",
+               label=key.replace("_", " "))  # fmt: skip
+    b.set_xlabel("step")
+    b.set_ylabel("validation")
+    b.set_ylim(0, 1)
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return True
