@@ -1,10 +1,11 @@
 """The training run: split, tokenizer, examples, AdamW steps, validation, resumable state.
 
 ``OUT`` becomes a checkpoint `venus export` reads (``config.json``, the safetensors, the
-trained ``tokenizer.json``) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe),
+trained ``tokenizer.json``; rewritten at every checkpoint, so a run stopped early can be
+exported as it stands) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe),
 ``state.pt`` (weights, optimiser, step: a run stopped at any point resumes from its last
 state with the same command), ``history.jsonl`` (one line per step and per validation),
-``loss.png`` (the curves) and ``metrics.json`` (the last validation).
+``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
 
 Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
 text). The speech decoder, flow decoder and vocoder keep their initial weights here.
@@ -16,6 +17,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from typing import Any
 
 import torch
 
-from venus.export.checkpoint import save_model
+from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
@@ -258,15 +260,33 @@ def train(
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
                      "recipe": run.recipe, "data": str(data.resolve())}  # fmt: skip
             _save_state(run.work / "state.pt", state, history)
+            _write_checkpoint(model, run, out, step, metrics, baseline)
     if step == cfg.steps:
-        save_model(model, out)
-        run.tokenizer.save(str(out / "tokenizer.json"))  # over save_model's byte tokenizer
-        (run.work / "metrics.json").write_text(
-            json.dumps({"step": step, "validation": metrics, "baseline": baseline}, indent=2)
-            + "\n", "utf-8",
-        )  # fmt: skip
         write(f"train: wrote the checkpoint {out} (export it with `venus export {out}`)")
     return TrainResult(out, step, resumed_from, metrics, baseline)
+
+
+def _write_checkpoint(
+    model: VenusModel,
+    run: _Run,
+    out: Path,
+    step: int,
+    metrics: dict[str, float],
+    baseline: dict[str, float],
+) -> None:
+    """The exportable checkpoint as of ``step`` (every checkpoint: a run stopped early is
+    usable), with its validation in ``train/metrics.json``."""
+    fresh = run.work / "next-checkpoint"  # the writer wants an empty directory
+    shutil.rmtree(fresh, ignore_errors=True)
+    save_model(model, fresh)
+    run.tokenizer.save(str(fresh / "tokenizer.json"))  # over save_model's byte tokenizer
+    for old in [*out.glob("*.safetensors"), out / INDEX, out / "config.json"]:
+        old.unlink(missing_ok=True)
+    for path in fresh.iterdir():
+        os.replace(path, out / path.name)
+    fresh.rmdir()
+    doc = {"step": step, "validation": metrics, "baseline": baseline}
+    (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
 def _validation_line(step: int, m: dict[str, float]) -> str:

@@ -61,8 +61,10 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     lines: list[str] = []
     whole = train(quick(4), small_set, tmp_path / "whole", lines.append)
     assert whole.steps == 4 and whole.resumed_from == 0
-    first = train(quick(4), small_set, tmp_path / "parts", lines.append, stop_after=2)
-    assert first.steps == 2 and not (tmp_path / "parts" / "config.json").exists()
+    first = train(quick(4), small_set, tmp_path / "parts", lines.append, stop_after=3)
+    assert first.steps == 3  # stopped between checkpoints: the state is step 2's
+    metrics = json.loads((tmp_path / "parts" / "train" / "metrics.json").read_text())
+    assert metrics["step"] == 2 and (tmp_path / "parts" / "config.json").is_file()
     second = train(quick(4), small_set, tmp_path / "parts", lines.append)
     assert second.resumed_from == 2 and second.steps == 4
     assert any("resuming" in line for line in lines)
