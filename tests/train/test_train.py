@@ -104,3 +104,19 @@ def test_the_checkpoint_exports_and_its_tokenizer_is_the_trained_one(
     assert tok.decode(ids) == "the weather tomorrow"
     assert main(["train", "--data", str(tmp_path / "nothing"), "--out", str(ck)]) == 1
     assert "no index.jsonl" in capsys.readouterr().err
+
+
+def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> None:
+    """scripts/make-venus-tiny's inputs: the held-out set's voices are not the training's."""
+    from venus.datagen.config import load_config
+    from venus.train.config import load_train_config
+
+    recipes = Path(__file__).resolve().parents[2] / "train" / "recipes"
+    recipe = load_train_config(recipes / "venus-tiny.toml")
+    assert recipe.preset == "tiny" and recipe.steps >= 1000
+    train_set = load_config(recipes / "train-set.toml")
+    heldout = load_config(recipes / "heldout-set.toml")
+    assert train_set.samples > heldout.samples
+    for engine in ("espeak_voices", "flite_voices"):
+        ours, theirs = getattr(train_set.speech, engine), getattr(heldout.speech, engine)
+        assert ours and theirs and not set(ours) & set(theirs)
