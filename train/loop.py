@@ -231,10 +231,11 @@ def train(
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         idx = _batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
-        losses = forward_losses(model, collate([run.train[i] for i in idx]), run.control,
-                                cfg.decision_weight)  # fmt: skip
-        optim.zero_grad(set_to_none=True)
-        losses.total.backward()  # type: ignore[no-untyped-call]
+        with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
+            losses = forward_losses(model, collate([run.train[i] for i in idx]), run.control,
+                                    cfg.decision_weight)  # fmt: skip
+            optim.zero_grad(set_to_none=True)
+            losses.total.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optim.step()
         sched.step()

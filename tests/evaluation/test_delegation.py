@@ -411,8 +411,9 @@ def test_an_engine_that_delegates_is_answered_heard_and_scored(
         if s["sample_id"] == target:
             assert {json.loads(i)["state"] for i in items} & {"delivering", "delivered"}
             assert any(not a["isError"] for a in answers)
-        else:  # (a sample where the VAD never gave the engine the turn has no calls)
-            assert len(answers) == len(items)
+        else:  # (a sample where the VAD never gave the engine the turn has no calls; a
+            # call in the sample's last chunk may still be pending when it ends)
+            assert len(items) - 1 <= len(answers) <= len(items)
             assert all(a["error"]["code"] == "not_in_sample" for a in answers)
     assert sum(s["hypothesis_calls"] for s in report["samples"] if s["sample_id"] != target)
 

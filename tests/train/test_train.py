@@ -80,7 +80,8 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
 def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: Path) -> None:
     from venus.train.loop import train
 
-    train(quick(2), small_set, tmp_path / "ck", lambda _l: None)
+    with torch.no_grad():  # a caller's grad mode (venus bench turns it off) is not ours
+        train(quick(2), small_set, tmp_path / "ck", lambda _l: None)
     with pytest.raises(TrainConfigError, match="another recipe or data"):
         train(quick(3), small_set, tmp_path / "ck", lambda _l: None)
 
