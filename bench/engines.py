@@ -75,16 +75,23 @@ def measure(engines: Engines, model: Any | None, context: int, runs: int, warmup
     for name, work in ours.items():
         log.info("timing %s (%d runs)", name, runs)
         e_times = time_runs(work, runs, warmup)
-        t_times = time_runs(ref[name], runs, warmup) if name in ref else None
+        t_times = _time_reference(ref[name], runs, warmup) if name in ref else None
         rows.append(Row(name, latency(e_times), latency(t_times) if t_times else None))
     return rows
+
+
+def _time_reference(work: Workload, runs: int, warmup: int) -> list[float]:
+    """``time_runs`` of a torch workload without autograd (for this call only: the
+    process's grad mode is left as the caller had it)."""
+    import torch
+
+    with torch.no_grad():
+        return time_runs(work, runs, warmup)
 
 
 def open_reference(checkpoint: Path, engines: Engines) -> Any:
     """The torch model of ``checkpoint``, which must be the one the engines came from."""
     try:
-        import torch
-
         from venus.export.checkpoint import load_model
         from venus.export.onnx.manifest import checkpoint_sha256
     except ImportError:
@@ -97,7 +104,6 @@ def open_reference(checkpoint: Path, engines: Engines) -> Any:
             f"{checkpoint} is not the checkpoint {engines.root} was exported from "
             f"({engines.manifest.source.get('checkpoint')}); a ratio needs the same model"
         )
-    torch.set_grad_enabled(False)
     return load_model(checkpoint)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from venus.engines.mel import LogMel
-from venus.errors import VenusError
+from venus.errors import DeviceError, VenusError
+from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
 from venus.train.layout import Encode, Layout, build_layout
 
@@ -70,21 +70,23 @@ def sample_texts(data: Path, records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def log_mel(path: Path, chunks: int, chunk_s: float = 1.0) -> NDArray[np.float32]:
-    """``path``'s log-mel as the daemon computes it: chunk by chunk through ``LogMel``
-    (chunk-causal, a stream's carry), the last chunk padded with zeros."""
-    try:
-        with wave.open(str(path), "rb") as w:
-            if w.getframerate() != SAMPLE_RATE or w.getsampwidth() != 2 or w.getnchannels() != 1:
-                raise TrainDataError(f"{path}: expected 16 kHz 16-bit mono PCM")
-            pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
-    except (OSError, wave.Error, EOFError) as e:
-        raise TrainDataError(f"{path}: not a readable WAV ({e})") from e
-    audio = pcm.astype(np.float32) / 32768.0
-    per = round(chunk_s * SAMPLE_RATE)
-    audio = np.concatenate([audio, np.zeros(max(0, chunks * per - len(audio)), np.float32)])
+    """``path``'s log-mel as the daemon computes it offline: the chunks its
+    ``FileAudioSource`` reads (16 kHz mono, the last one padded with zeros), each through
+    ``LogMel`` with the stream's carry. ``chunks`` of them (silence past the file's end)."""
     front = LogMel(frames=round(chunk_s * 100))
     state = front.new_state()
-    mels = [front(audio[k * per : (k + 1) * per], state)[0] for k in range(chunks)]
+    silence = np.zeros(round(chunk_s * SAMPLE_RATE), np.float32)
+    mels: list[NDArray[np.float32]] = []
+    try:
+        with FileAudioSource(path, chunk_s=chunk_s) as source:
+            for chunk in source:
+                if len(mels) == chunks:
+                    break
+                mels.append(front(chunk.samples, state)[0])
+    except DeviceError as e:
+        raise TrainDataError(str(e)) from e
+    while len(mels) < chunks:
+        mels.append(front(silence, state)[0])
     return np.concatenate(mels, axis=1)
 
 

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 
 from venus.export.checkpoint import INDEX, save_model
-from venus.export.model.config import PRESETS
+from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
 from venus.train.batch import collate, forward_losses
@@ -130,8 +131,8 @@ class _Run:
     work: Path
     recipe: str
     state: dict[str, Any] | None
-    model_cfg: Any
-    tokenizer: Any
+    model_cfg: ModelConfig
+    tokenizer: Tokenizer
     train: list[Example]
     validation: list[Example]
     control: list[int]

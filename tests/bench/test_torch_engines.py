@@ -49,6 +49,9 @@ def test_shares_the_engines_manifest_and_tokenizer(
     assert torch_engines.backbone.hidden_size == engines.backbone.hidden_size
     with pytest.raises(EngineError, match="no special token"):
         torch_engines.token_id("<|nope|>")
+    import torch
+
+    assert torch.is_grad_enabled()  # opening the reference leaves the process's grad mode
 
 
 def test_audio_three_chunks_with_state(engines: Engines, torch_engines: TorchEngines) -> None:
