@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from venus.daemon.frontend.outputs import read_wav_mono
 from venus.daemon.frontend.timeline import TimelineError, read_timeline
 from venus.errors import DeviceError, EvaluationError
 from venus.evaluation.asr import NO_ERRORS, Recognizer, Transcript, WordErrors, word_errors
 from venus.evaluation.markdown import cell, pct, table
+from venus.evaluation.progress import PolicyProgress
 from venus.evaluation.score import OUTPUT_WAV, SampleRef, find_output, find_samples, score_sample
 from venus.evaluation.vad import Segment
 
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 REPORT_JSON, REPORT_MD = "asr.json", "asr.md"
 TIMELINE = "timeline.jsonl"
-PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -259,24 +258,18 @@ def render_markdown(report: AsrReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-class LineProgress:
-    """``eval asr: 40/167 outputs (12 s, ETA 38 s)`` on stderr, every few seconds."""
+def run(
+    outputs: Path, out: Path, data: Path | None, recognizer: Recognizer, stream: TextIO
+) -> tuple[AsrReport, Sequence[Path]]:
+    """``venus eval asr``: transcribe, report, with a progress line on ``stream``."""
+    shown: list[PolicyProgress] = []
 
-    def __init__(self, write: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
-        self.write, self.clock = write, clock
-        self.started = self.shown = clock()
+    def progress(_done: int, total: int) -> None:
+        if not shown:
+            shown.append(PolicyProgress(stream, ["outputs"], total, name="eval asr"))
+        shown[0]("outputs")
 
-    def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if done < total and now - self.shown < PROGRESS_EVERY_S:
-            return
-        self.shown = now
-        elapsed = now - self.started
-        eta = f", ETA {elapsed / done * (total - done):.0f} s" if done < total else ""
-        self.write(f"eval asr: {done}/{total} outputs ({elapsed:.0f} s{eta})")
-
-
-def run(outputs: Path, out: Path, data: Path | None, recognizer: Recognizer,
-        write: Callable[[str], None]) -> tuple[AsrReport, Sequence[Path]]:  # fmt: skip
-    report = transcribe_outputs(outputs, recognizer, data, LineProgress(write))
+    report = transcribe_outputs(outputs, recognizer, data, progress)
+    if shown:
+        shown[0].finish()
     return report, write_asr_report(report, out)

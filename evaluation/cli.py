@@ -282,10 +282,7 @@ def _asr(args: argparse.Namespace) -> int:
     from venus.evaluation.asr import PocketSphinx
     from venus.evaluation.asr_run import run
 
-    def write(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)  # noqa: T201
-
-    report, paths = run(args.outputs, args.out, args.data, PocketSphinx(), write)
+    report, paths = run(args.outputs, args.out, args.data, PocketSphinx(), sys.stderr)
     pooled = report.pooled
     wer = "n/a" if pooled.wer is None else f"{100 * pooled.wer:.1f}%"
     heard = sum(bool(s.transcript.words) for s in report.samples)

@@ -1,4 +1,4 @@
-"""Progress of a run over several policies, as one line on stderr.
+"""Progress of a run over several policies (or any named groups), as one line on stderr.
 
 ``eval duplex: model 40/167, vad 12/167, always-continue 0/167 (52 s, ETA 6m10s)``: redrawn
 in place on a terminal, printed every ``LINE_EVERY_S`` otherwise, and once at the end.
@@ -26,8 +26,9 @@ class PolicyProgress:
         *,
         clock: Callable[[], float] = time.monotonic,
         tty: bool | None = None,
+        name: str = "eval duplex",
     ) -> None:
-        self.stream, self.clock, self.total = stream, clock, total
+        self.stream, self.clock, self.total, self.name = stream, clock, total, name
         self.tty = stream.isatty() if tty is None else tty
         self.done = dict.fromkeys(policies, 0)
         self.started = self.shown = clock()
@@ -48,7 +49,7 @@ class PolicyProgress:
         elapsed = self.clock() - self.started
         done, todo = sum(self.done.values()), self.total * len(self.done)
         eta = f", ETA {elapsed / done * (todo - done):.0f} s" if done and done < todo else ""
-        return f"eval duplex: {counts} ({elapsed:.0f} s{eta})"
+        return f"{self.name}: {counts} ({elapsed:.0f} s{eta})"
 
     def _show(self, force: bool) -> None:
         now = self.clock()
