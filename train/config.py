@@ -19,6 +19,7 @@ key or a bad value is an error naming it.
     weight_decay = 0.01
     decision_weight = 1.0    # the decision loss's weight beside the text loss
     max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
+    crop = 0.5               # share of examples cut to start mid-conversation
     checkpoint_every = 200   # steps between resumable states (and a validation pass)
     threads = 0              # torch threads (0: one per CPU)
 """
@@ -57,6 +58,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     decision_weight: float = 1.0
     max_text_tokens: int = 16
+    crop: float = 0.5
     checkpoint_every: int = 200
     threads: int = 0
 
@@ -70,7 +72,7 @@ class TrainConfig:
 SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
-                            "weight_decay", "decision_weight", "max_text_tokens",
+                            "weight_decay", "decision_weight", "max_text_tokens", "crop",
                             "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio")
@@ -108,6 +110,7 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.weight_decay >= 0, "train.weight_decay must be >= 0"),
         (cfg.decision_weight >= 0, "train.decision_weight must be >= 0"),
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
+        (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
         (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
         (cfg.threads >= 0, "train.threads must be >= 0"),
     ]

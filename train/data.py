@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,25 @@ from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
 from venus.train.layout import Encode, Layout, build_layout
 
-__all__ = ["Example", "TrainDataError", "load_examples", "read_index", "sample_texts"]
+__all__ = [
+    "Builder",
+    "Example",
+    "TrainDataError",
+    "crop_starts",
+    "cropped",
+    "layout_builder",
+    "load_examples",
+    "read_index",
+    "sample_texts",
+]
 
 log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
+MIN_CROP_CHUNKS = 4  # a crop keeps at least this many chunks
+
+Chunks = Sequence[Mapping[str, Any]]
+Builder = Callable[[Chunks, Callable[[int], int | None]], Layout]  # (chunks, frame of chunk)
 
 
 class TrainDataError(VenusError):
@@ -38,6 +52,52 @@ class Example:
     layout: Layout
     mel: NDArray[np.float32]  # [80, chunks * 100]
     frames: NDArray[np.float32] | None  # [n, 3, size, size] in [0, 1], or None (no video)
+    chunks: tuple[Mapping[str, Any], ...] = ()  # the trajectory's chunks
+    frame_index: tuple[int, ...] = ()  # per chunk: its frame in ``frames``, -1 for none
+    crops: tuple[int, ...] = ()  # chunks a crop may start at (``crop_starts``)
+    start: int = 0  # the chunk of the trajectory this example starts at
+
+
+def crop_starts(chunks: Chunks, min_chunks: int = MIN_CROP_CHUNKS) -> list[int]:
+    """Chunks a sample may be cut to start at, as the daemon joins a conversation (and as
+    the Full-Duplex-Bench cuts do, from the user's last question): the assistant listened
+    in the chunk before (no reply is cut in two), every result after the start answers a
+    call made after it (no orphan result), and ``min_chunks`` chunks are left."""
+    out = []
+    for start in range(1, len(chunks) - min_chunks + 1):
+        if chunks[start - 1]["decision"] != "listen":
+            continue
+        open_calls = 0
+        for chunk in chunks[start:]:
+            open_calls -= len(chunk["results"])
+            if open_calls < 0:
+                break
+            open_calls += len(chunk["delegate"])
+        else:
+            out.append(start)
+    return out
+
+
+def cropped(example: Example, start: int, build: Builder) -> Example:
+    """``example`` from chunk ``start`` on: its layout rebuilt over the later chunks (audio
+    slots and the encoder's left context start afresh, as in a daemon started there) and
+    its log-mel from that chunk. The mel front end's carry at the cut (the overlap of one
+    STFT window) is the earlier audio's, where a fresh daemon has zeros: at most the first
+    frame differs."""
+    if start == 0:
+        return example
+    per_chunk = example.mel.shape[1] // len(example.chunks)
+    index = example.frame_index[start:]
+    layout = build(example.chunks[start:], _frame_of(list(index)))
+    return replace(
+        example,
+        layout=layout,
+        mel=np.ascontiguousarray(example.mel[:, start * per_chunk :]),
+        chunks=example.chunks[start:],
+        frame_index=index,
+        crops=(),
+        start=example.start + start,
+    )
 
 
 def read_index(data: Path) -> list[dict[str, Any]]:
@@ -117,16 +177,32 @@ def _frame_of(index: list[int]) -> Callable[[int], int | None]:
     return lambda k: index[k] if index[k] >= 0 else None
 
 
-def load_examples(
-    data: Path,
-    records: Sequence[dict[str, Any]],
-    special: dict[str, int],
+def layout_builder(
+    special: Mapping[str, int],
     encode: Encode,
     *,
     audio_tokens: int,
     vision_tokens: int,
-    image_size: int,
     max_text_tokens: int,
+) -> Builder:
+    """``build_layout`` with the model's figures bound: ``(chunks, frame of chunk) -> Layout``."""
+
+    def build(chunks: Chunks, frames: Callable[[int], int | None]) -> Layout:
+        return build_layout(
+            chunks, special, encode,
+            audio_tokens=audio_tokens, vision_tokens=vision_tokens,
+            frames=frames, max_text_tokens=max_text_tokens,
+        )  # fmt: skip
+
+    return build
+
+
+def load_examples(
+    data: Path,
+    records: Sequence[dict[str, Any]],
+    build: Builder,
+    *,
+    image_size: int,
     progress: Callable[[int, int], None] = lambda _d, _t: None,
 ) -> list[Example]:
     out = []
@@ -140,11 +216,11 @@ def load_examples(
         index: list[int] = [-1] * len(chunks)
         if image_size and t["files"].get("video"):
             frames, index = video_frames(folder / t["files"]["video"], image_size, len(chunks))
-        layout = build_layout(
-            chunks, special, encode,
-            audio_tokens=audio_tokens, vision_tokens=vision_tokens,
-            frames=_frame_of(index), max_text_tokens=max_text_tokens,
+        layout = build(chunks, _frame_of(index))
+        out.append(
+            Example(sid, t["category"], layout, mel, frames,
+                    chunks=tuple(chunks), frame_index=tuple(index),
+                    crops=tuple(crop_starts(chunks)))
         )  # fmt: skip
-        out.append(Example(sid, t["category"], layout, mel, frames))
         progress(n, len(records))
     return out

@@ -33,7 +33,15 @@ from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
 from venus.train.batch import collate, forward_losses
 from venus.train.config import TrainConfig, TrainConfigError
-from venus.train.data import Example, load_examples, read_index, sample_texts
+from venus.train.data import (
+    Builder,
+    Example,
+    cropped,
+    layout_builder,
+    load_examples,
+    read_index,
+    sample_texts,
+)
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 
 __all__ = ["TRAINED", "TrainResult", "split", "train"]
@@ -81,6 +89,22 @@ def _batch_indices(step: int, n: int, size: int, seed: int) -> list[int]:
         epoch, offset = divmod(start + len(out), n)
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
         out += perm[offset : offset + size - len(out)].tolist()
+    return out
+
+
+def _batch(run: _Run, step: int, cfg: TrainConfig) -> list[Example]:
+    """Step ``step``'s examples, a ``cfg.crop`` share of them cut to start at one of their
+    crop points (``data.crop_starts``); the draws depend only on the seed and the step."""
+    idx = _batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
+    g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    draws = torch.rand(len(idx), generator=g).tolist()
+    picks = torch.randint(0, 1 << 30, (len(idx),), generator=g).tolist()
+    out = []
+    for i, draw, pick in zip(idx, draws, picks, strict=True):
+        example = run.train[i]
+        if draw < cfg.crop and example.crops:
+            example = cropped(example, example.crops[pick % len(example.crops)], run.build)
+        out.append(example)
     return out
 
 
@@ -136,6 +160,7 @@ class _Run:
     train: list[Example]
     validation: list[Example]
     control: list[int]
+    build: Builder
 
 
 def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None]) -> _Run:
@@ -182,19 +207,25 @@ def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None])
 
     vision = model_cfg.vision
     special = model_cfg.special_token_ids
-    examples = load_examples(
-        data, train_recs + val_recs, special, encode, progress=loading,
+    build = layout_builder(
+        special, encode,
         audio_tokens=model_cfg.audio_tokens_per_chunk,
         vision_tokens=vision.queries if vision is not None else 0,
-        image_size=vision.image_size if vision is not None else 0,
         max_text_tokens=cfg.max_text_tokens,
     )  # fmt: skip
+    examples = load_examples(
+        data,
+        train_recs + val_recs,
+        build,
+        progress=loading,
+        image_size=vision.image_size if vision is not None else 0,
+    )
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
         write(f"train: {truncated} chunks' text cut to {cfg.max_text_tokens} tokens (the budget)")
     control = [special[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
     n = len(train_recs)
-    return _Run(work, recipe, state, model_cfg, tok, examples[:n], examples[n:], control)
+    return _Run(work, recipe, state, model_cfg, tok, examples[:n], examples[n:], control, build)
 
 
 def train(
@@ -231,9 +262,8 @@ def train(
     model.train()
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
-        idx = _batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            losses = forward_losses(model, collate([run.train[i] for i in idx]), run.control,
+            losses = forward_losses(model, collate(_batch(run, step, cfg)), run.control,
                                     cfg.decision_weight)  # fmt: skip
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]

@@ -52,7 +52,7 @@ def test_the_daemon_decides_as_the_teacher_forced_model(trained, tmp_path: Path)
     from venus.cli import main
     from venus.export.checkpoint import load_model
     from venus.train.batch import collate, embeddings
-    from venus.train.data import load_examples, read_index, trajectory
+    from venus.train.data import layout_builder, load_examples, read_index, trajectory
     from venus.train.loop import split
     from venus.train.tokenizer import load_tokenizer
 
@@ -65,11 +65,12 @@ def test_the_daemon_decides_as_the_teacher_forced_model(trained, tmp_path: Path)
     special = mc.special_token_ids
     control = [special[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
     _train, held = split(read_index(data), cfg.validation, cfg.seed)
-    examples = load_examples(
-        data, held, special, lambda t: tok.encode(t, add_special_tokens=False).ids,
+    build = layout_builder(
+        special, lambda t: tok.encode(t, add_special_tokens=False).ids,
         audio_tokens=mc.audio_tokens_per_chunk, vision_tokens=mc.vision.queries,
-        image_size=mc.vision.image_size, max_text_tokens=cfg.max_text_tokens,
+        max_text_tokens=cfg.max_text_tokens,
     )  # fmt: skip
+    examples = load_examples(data, held, build, image_size=mc.vision.image_size)
     compared = speaking = 0
     for ex in examples:
         batch = collate([ex])

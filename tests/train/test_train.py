@@ -4,9 +4,13 @@ learns: the loss falls and the control accuracy rises above chance."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -121,3 +125,100 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     for engine in ("espeak_voices", "flite_voices"):
         ours, theirs = getattr(train_set.speech, engine), getattr(heldout.speech, engine)
         assert ours and theirs and not set(ours) & set(theirs)
+
+
+def _builder() -> Callable[..., Any]:
+    from venus.export.model.config import PRESETS
+    from venus.train.data import layout_builder
+
+    mc = PRESETS["tiny"]()
+    return layout_builder(mc.special_token_ids, lambda t: list(t.encode()),
+                          audio_tokens=mc.audio_tokens_per_chunk, vision_tokens=8,
+                          max_text_tokens=16)  # fmt: skip
+
+
+def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
+    return {"decision": decision, "text": "hi" if decision != "listen" else "",
+            "delegate": ['{"name": "x"}'] * delegate, "results": ["done"] * results}  # fmt: skip
+
+
+def test_crops_start_where_no_reply_or_call_is_cut() -> None:
+    from venus.train.data import crop_starts
+
+    chunks = [_chunk("listen"), _chunk("listen"), _chunk("speak"), _chunk("turn_eos"),
+              _chunk("listen"), _chunk("speak", delegate=1), _chunk("turn_eos"),
+              _chunk("listen"), _chunk("listen", results=1), _chunk("speak"),
+              _chunk("turn_eos"), _chunk("listen"), _chunk("listen"), _chunk("listen")]  # fmt: skip
+    # 3, 4, 6, 7, 10, 11: the chunk before speaks (a reply would be cut in two);
+    # 8: chunk 8's result answers chunk 5's call; 5 keeps the call with its result;
+    # past 10, fewer than 4 chunks are left.
+    assert crop_starts(chunks) == [1, 2, 5, 9]
+    assert crop_starts(chunks, min_chunks=2) == [1, 2, 5, 9, 12]
+
+
+def test_a_cropped_example_is_the_sample_started_there(small_set: Path, tmp_path: Path) -> None:
+    """A crop equals a sample whose audio and trajectory begin at the crop: the same
+    layout, the same log-mel but for the first frame (the front end's carry; equal here
+    too where the cut falls in a pause)."""
+    import shutil
+    import wave
+
+    from venus.train.data import cropped, load_examples, read_index, trajectory
+
+    build = _builder()
+    records = read_index(small_set)
+    examples = load_examples(small_set, records, build, image_size=32)
+    example = max(examples, key=lambda e: len(e.crops))
+    assert example.crops and example.frames is not None
+    start = example.crops[-1]
+    crop = cropped(example, start, build)
+    assert crop.start == start and crop.frame_index == example.frame_index[start:]
+
+    # The same sample cut on disk at the crop, without its video.
+    t = trajectory(small_set, example.sample_id)
+    cut = tmp_path / "cut"
+    folder = cut / "samples" / example.sample_id
+    folder.mkdir(parents=True)
+    with wave.open(str(small_set / "samples" / example.sample_id / t["files"]["input"])) as w:
+        params, rate = w.getparams(), w.getframerate()
+        w.readframes(round(start * t["chunk_s"] * rate))
+        rest = w.readframes(w.getnframes())
+    with wave.open(str(folder / t["files"]["input"]), "wb") as w:
+        w.setparams(params)
+        w.writeframes(rest)
+    t["chunks"] = t["chunks"][start:]
+    t["files"]["video"] = None
+    (folder / "trajectory.json").write_text(json.dumps(t))
+    shutil.copy(small_set / "index.jsonl", cut / "index.jsonl")
+    [direct] = load_examples(cut, [r for r in records if r["sample_id"] == example.sample_id],
+                             build, image_size=0)  # fmt: skip
+    audio_only = cropped(dataclasses.replace(example, frame_index=(-1,) * len(example.chunks)),
+                         start, build)  # fmt: skip
+    assert audio_only.layout.ids == direct.layout.ids
+    assert audio_only.layout.labels == direct.layout.labels
+    assert audio_only.layout.slot == direct.layout.slot
+
+    def targets(e: Any) -> list[int]:
+        return [label for label in e.layout.labels if label >= 0]
+
+    assert targets(crop) == targets(direct)  # the frames move the targets, change none
+    assert audio_only.mel.shape == direct.mel.shape
+    np.testing.assert_allclose(audio_only.mel[:, 1:], direct.mel[:, 1:], atol=1e-4)
+
+
+def test_batches_crop_the_configured_share(small_set: Path) -> None:
+    from venus.train.data import load_examples, read_index
+    from venus.train.loop import _batch, _Run
+
+    build = _builder()
+    examples = load_examples(small_set, read_index(small_set), build, image_size=0)
+    run = _Run(Path("."), "", None, None, None, examples, [], [], build)  # type: ignore[arg-type]
+    for share, low, high in ((0.0, 0, 0), (1.0, 1, 1), (0.5, 0.2, 0.8)):
+        cfg = TrainConfig(batch_size=6, crop=share)
+        starts = [e.start for step in range(20) for e in _batch(run, step, cfg)]
+        eligible = [s for step in range(20) for s in [0] * 6]
+        cut = sum(s > 0 for s in starts) / len(eligible)
+        with_crops = sum(bool(e.crops) for e in examples) / len(examples)
+        assert low * with_crops - 1e-9 <= cut <= high * with_crops + 1e-9, (share, cut)
+    cfg = TrainConfig(batch_size=6, crop=0.5)
+    assert [e.start for e in _batch(run, 3, cfg)] == [e.start for e in _batch(run, 3, cfg)]
