@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast, get_args
 
 from pydantic import (
     AfterValidator,
@@ -37,11 +37,13 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    StrictStr,
     TypeAdapter,
     ValidationError,
 )
 from pydantic.dataclasses import dataclass
 
+from venus.datagen import tts
 from venus.datagen.domains import DOMAINS
 from venus.errors import ConfigError
 
@@ -74,6 +76,29 @@ def _voices(names: tuple[str, ...]) -> tuple[str, ...]:
         if not VOICE.fullmatch(name):
             raise ValueError(f"{name!r} is not a voice name ([A-Za-z0-9_+.-]{{1,64}})")
     return names
+
+
+def _assistant_voice(value: str) -> str:
+    """Empty, or ``ENGINE:NAME`` naming a voice the engine has (``tts.voice_problem``)."""
+    if not value:
+        return value
+    engine, colon, name = value.partition(":")
+    if not (engine and colon and name):
+        raise ValueError(
+            f'{value!r} is not "ENGINE:NAME" (e.g. "flite:kal16"); leave it "" to draw the '
+            "assistant's voice per sample"
+        )
+    if engine not in get_args(Engine):
+        raise ValueError(f"unknown engine {engine!r} in {value!r}; use espeak-ng or flite")
+    if not VOICE.fullmatch(name):
+        raise ValueError(f"{name!r} is not a voice name ([A-Za-z0-9_+.-]{{1,64}})")
+    try:
+        problem = tts.voice_problem(cast(Engine, engine), name)
+    except tts.SynthesisError as e:
+        raise ValueError(str(e)) from e
+    if problem is not None:
+        raise ValueError(f"{value!r}: {problem}")
+    return value
 
 
 def _one_second(value: float) -> float:
@@ -188,6 +213,36 @@ class SpeechConfig:
     filler_p: StrictFloat = Field(default=0.3, ge=0.0, le=1.0, description="a user turn has {um}")
     pause_p: StrictFloat = Field(default=0.2, ge=0.0, le=1.0, description="... a [pause N]")
     restart_p: StrictFloat = Field(default=0.05, ge=0.0, le=1.0, description="... a -- restart")
+    assistant_voice: Annotated[StrictStr, AfterValidator(_assistant_voice)] = Field(
+        default="",
+        description='"ENGINE:NAME": the assistant speaks with it in every sample (at the middle '
+        'of rate_wpm and pitch) and no one else does; "" draws it per sample from the lists',
+    )
+
+    def __post_init__(self) -> None:
+        if self.fixed_assistant() is None:
+            return
+        for engine in self.engines:
+            if not self.people_voices(engine):
+                key = "espeak_voices" if engine == "espeak-ng" else "flite_voices"
+                raise ValueError(
+                    f"assistant_voice: {self.assistant_voice} is the only voice in {key}, and "
+                    f"no one else may speak with it; add another voice to speech.{key}, or "
+                    f"take {engine} out of speech.engines"
+                )
+
+    def fixed_assistant(self) -> tuple[Engine, str] | None:
+        """``assistant_voice`` as (engine, name); None when it is drawn per sample."""
+        if not self.assistant_voice:
+            return None
+        engine, _, name = self.assistant_voice.partition(":")
+        return cast(Engine, engine), name
+
+    def people_voices(self, engine: Engine) -> tuple[str, ...]:
+        """The voices the user, other people and babble draw from for ``engine``: its list,
+        less the assistant's fixed voice."""
+        names = self.espeak_voices if engine == "espeak-ng" else self.flite_voices
+        return tuple(n for n in names if (engine, n) != self.fixed_assistant())
 
 
 @dataclass(config=_SECTION)

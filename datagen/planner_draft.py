@@ -22,6 +22,7 @@ from venus.datagen.plan import (
     FILLERS,
     Anchor,
     Distance,
+    Engine,
     Group,
     OverlapEvent,
     Role,
@@ -98,9 +99,11 @@ class Draft:
         self.said: set[str] = set()  # lines used, so a sample does not repeat itself
         self.events_left = int(rng.integers(1, config.events.max_per_sample + 1))
         user = self._voice()
+        fixed = config.speech.fixed_assistant()  # a fixed voice takes no draw
+        assistant = self._steady(*fixed) if fixed else self._voice(exclude=user.name, steady=True)
         self.voices: dict[Speaker, Voice] = {
             "user": user,
-            "assistant": self._voice(exclude=user.name, steady=True),
+            "assistant": assistant,
             "other": self._voice(exclude=user.name),
             "background": self._voice(exclude=user.name),
         }
@@ -115,16 +118,22 @@ class Draft:
 
     # --- voices and text -------------------------------------------------------------------
     def _voice(self, exclude: str = "", steady: bool = False) -> Voice:
+        """A voice drawn from the config's lists, never the assistant's fixed one."""
         s, rng = self.config.speech, self.rng
         engine = pick(rng, s.engines)
-        names = s.espeak_voices if engine == "espeak-ng" else s.flite_voices
-        name = pick(rng, [n for n in names if n != exclude] or list(names))
-        if steady:  # the assistant: the middle of the ranges, unchanged through the sample
-            rate, pitch = (s.rate_wpm[0] + s.rate_wpm[1]) // 2, (s.pitch[0] + s.pitch[1]) // 2
-            return Voice(engine, name, rate, pitch, 0.0)
+        names = s.people_voices(engine)
+        name = pick(rng, [n for n in names if n != exclude] or names)
+        if steady:
+            return self._steady(engine, name)
         rate = int(rng.integers(s.rate_wpm[0], s.rate_wpm[1] + 1))
         pitch = int(rng.integers(s.pitch[0], s.pitch[1] + 1))
         return Voice(engine, name, rate, pitch, round(float(rng.uniform(*s.gain_db)), 1))
+
+    def _steady(self, engine: Engine, name: str) -> Voice:
+        """The assistant's voice: the middle of the ranges, unchanged through the sample."""
+        s = self.config.speech
+        rate, pitch = (s.rate_wpm[0] + s.rate_wpm[1]) // 2, (s.pitch[0] + s.pitch[1]) // 2
+        return Voice(engine, name, rate, pitch, 0.0)
 
     def _like_people(self, text: str) -> str:
         """``text`` with a restart, a pause or a filler, by the config's odds."""

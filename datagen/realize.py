@@ -129,7 +129,7 @@ def _babble_talkers(
     talkers = []
     for k in range(BABBLE_TALKERS):
         engine = s.engines[int(rng.integers(len(s.engines)))]
-        names = s.espeak_voices if engine == "espeak-ng" else s.flite_voices
+        names = s.people_voices(engine)  # never the assistant's fixed voice
         name = names[int(rng.integers(len(names)))]
         rate = int(rng.integers(s.rate_wpm[0], s.rate_wpm[1] + 1))
         pitch = int(rng.integers(s.pitch[0], s.pitch[1] + 1))

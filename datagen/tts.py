@@ -339,18 +339,29 @@ def espeak_variants() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _check_voice(voice: Voice) -> None:
-    base, _, variant = (
-        voice.name.partition("+") if voice.engine == "espeak-ng" else (voice.name, "", "")
-    )
-    known = voices(voice.engine)
+def voice_problem(engine: Engine, name: str) -> str | None:
+    """Why ``engine`` cannot speak with voice ``name`` (it has no such voice or variant),
+    or None when it can.
+
+    Raises:
+        SynthesisError: the engine is not installed.
+    """
+    base, _, variant = name.partition("+") if engine == "espeak-ng" else (name, "", "")
+    known = voices(engine)
     if base not in known:
-        raise SynthesisError(f"{voice.engine} has no voice {base!r}; installed: {', '.join(known)}")
+        return f"{engine} has no voice {base!r}; installed: {', '.join(known)}"
     if variant and variant not in espeak_variants():
-        raise SynthesisError(
-            f"espeak-ng has no variant {variant!r} (in {voice.name!r}); "
+        return (
+            f"espeak-ng has no variant {variant!r} (in {name!r}); "
             f"installed: {', '.join(espeak_variants())}"
         )
+    return None
+
+
+def _check_voice(voice: Voice) -> None:
+    problem = voice_problem(voice.engine, voice.name)
+    if problem is not None:
+        raise SynthesisError(problem)
 
 
 # --- cache ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from venus.datagen import tts
 from venus.datagen.config import (
     PRESETS,
     GenerationConfig,
@@ -88,6 +89,45 @@ def _problems(data: dict[str, Any]) -> dict[str, str]:
         ({"video": {"objects": [0, 3]}}, "video.objects", "1 <= a"),
         ({"chunk_s": 0.5}, "chunk_s", "only 1.0 s chunks"),
         ({"output": {"full_duplex_bench": "yes"}}, "output.full_duplex_bench", "boolean"),
+        ({"speech": {"assistant_voice": "kal16"}}, "speech.assistant_voice", '"ENGINE:NAME"'),
+        ({"speech": {"assistant_voice": "flite:"}}, "speech.assistant_voice", '"ENGINE:NAME"'),
+        ({"speech": {"assistant_voice": ":kal16"}}, "speech.assistant_voice", '"ENGINE:NAME"'),
+        ({"speech": {"assistant_voice": 16}}, "speech.assistant_voice", "valid string"),
+        (
+            {"speech": {"assistant_voice": "festival:kal16"}},
+            "speech.assistant_voice",
+            "unknown engine 'festival'",
+        ),
+        (
+            {"speech": {"assistant_voice": "flite:kal 16"}},
+            "speech.assistant_voice",
+            "not a voice name",
+        ),
+        (
+            {"speech": {"assistant_voice": "flite:nosuch"}},
+            "speech.assistant_voice",
+            "flite has no voice 'nosuch'; installed: awb, kal, kal16",
+        ),
+        (
+            {"speech": {"assistant_voice": "flite:awb_time"}},  # limited-domain: says times only
+            "speech.assistant_voice",
+            "flite has no voice 'awb_time'",
+        ),
+        (
+            {"speech": {"assistant_voice": "espeak-ng:en-zz"}},
+            "speech.assistant_voice",
+            "espeak-ng has no voice 'en-zz'; installed: ",
+        ),
+        (
+            {"speech": {"assistant_voice": "espeak-ng:en-us+nosuch"}},
+            "speech.assistant_voice",
+            "espeak-ng has no variant 'nosuch'",
+        ),
+        (
+            {"speech": {"assistant_voice": "flite:kal", "flite_voices": ["kal"]}},
+            "speech.assistant_voice",
+            "the only voice in flite_voices",
+        ),
     ],
 )
 def test_errors_name_the_key(data: dict[str, Any], key: str, says: str) -> None:
@@ -112,3 +152,59 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("[speech]\npitch = [10, 120]\n")
     with pytest.raises(GenerationConfigError, match=r"bad.toml(.|\n)*speech.pitch"):
         load_config(bad)
+
+
+# --- speech.assistant_voice -----------------------------------------------------------------
+def test_the_assistant_voice_is_drawn_per_sample_by_default() -> None:
+    speech = GenerationConfig().speech
+    assert speech.assistant_voice == "" and speech.fixed_assistant() is None
+    assert speech.people_voices("espeak-ng") == speech.espeak_voices
+    assert speech.people_voices("flite") == speech.flite_voices
+    assert parse_config({"speech": {"assistant_voice": ""}}) == GenerationConfig()
+
+
+@pytest.mark.parametrize(
+    ("value", "fixed", "espeak", "flite"),
+    [
+        ("flite:kal16", ("flite", "kal16"), ("en-us", "en-us+f3"), ("kal",)),
+        ("espeak-ng:en-us+f3", ("espeak-ng", "en-us+f3"), ("en-us",), ("kal", "kal16")),
+    ],
+)
+def test_a_fixed_assistant_voice_is_left_out_of_the_peoples(
+    value: str, fixed: tuple[str, str], espeak: tuple[str, ...], flite: tuple[str, ...]
+) -> None:
+    lists = {"espeak_voices": ["en-us", "en-us+f3"], "flite_voices": ["kal", "kal16"]}
+    speech = parse_config({"speech": {**lists, "assistant_voice": value}}).speech
+    assert speech.fixed_assistant() == fixed
+    assert speech.people_voices("espeak-ng") == espeak
+    assert speech.people_voices("flite") == flite
+
+
+def test_the_only_voice_of_an_engine_not_used_may_be_the_assistants() -> None:
+    data = {"engines": ["espeak-ng"], "flite_voices": ["kal16"], "assistant_voice": "flite:kal16"}
+    assert parse_config({"speech": data}).speech.people_voices("flite") == ()
+
+
+def test_assistant_voice_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "voices.toml"
+    bad.write_text('[speech]\nassistant_voice = "flite:kal17"\n')
+    with pytest.raises(GenerationConfigError) as caught:
+        load_config(bad)
+    assert caught.value.source == str(bad)
+    assert dict(caught.value.problems) == {
+        "speech.assistant_voice": "'flite:kal17': flite has no voice 'kal17'; installed: "
+        "awb, kal, kal16, rms, slt"
+    }
+    assert str(bad) in str(caught.value) and "speech.assistant_voice" in str(caught.value)
+
+
+def test_an_assistant_voice_needs_its_engine_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing to run there
+    tts.voices.cache_clear()
+    try:
+        problems = _problems({"speech": {"assistant_voice": "flite:kal16"}})
+    finally:
+        tts.voices.cache_clear()
+    assert "apt-get install flite" in problems["speech.assistant_voice"]

@@ -20,7 +20,7 @@ from venus.capabilities.builtin.calculator import CALCULATOR
 from venus.capabilities.builtin.timer import TIMER
 from venus.datagen import domains
 from venus.datagen.config import GenerationConfig, parse_config, preset
-from venus.datagen.plan import LINKAGE, Plan, PlanError, plain_text
+from venus.datagen.plan import LINKAGE, Plan, PlanError, Voice, plain_text
 from venus.datagen.planner import draw_mix, plan_sample
 
 SEED = 11
@@ -253,3 +253,49 @@ def test_a_broken_retime_can_draw_another_attempt() -> None:
     again = plan_sample(config, plan.index, SEED, attempt=1)
     assert again.attempt == 1 and again != plan
     assert replace(again, attempt=0) != plan
+
+
+# --- voices -----------------------------------------------------------------------------------
+# speech.assistant_voice set, and its voice in the people's lists too, so that leaving it
+# out of them is what keeps them from it
+FIXED = parse_config(
+    {"speech": {"assistant_voice": "flite:kal16", "flite_voices": ["kal", "kal16", "slt"]}}
+)
+KAL16 = Voice("flite", "kal16", 170, 50, 0.0)  # the middle of rate_wpm and pitch
+# the voices of the eval preset's first 40 plans (seed 5), pinned before assistant_voice
+# existed: the default draws every voice as it did. A change that moves the draws on
+# purpose updates it.
+DEFAULT_VOICES_SHA256 = "f04f5991c921ee18229ea64e446608aea4a34d147bc7cc5d9f32775c13516cc9"
+
+
+def test_a_fixed_assistant_voice_speaks_every_assistant_turn() -> None:
+    people: Counter[tuple[str, str]] = Counter()
+    for i in range(500):
+        plan = plan_sample(FIXED, i, SEED)
+        assert any(t.speaker == "assistant" for t in plan.turns)
+        for t in plan.turns:
+            if t.speaker == "assistant":
+                assert t.voice == KAL16
+            else:
+                assert (t.voice.engine, t.voice.name) != ("flite", "kal16"), (i, t)
+                people[t.voice.engine, t.voice.name] += 1
+    # the others are still drawn from both engines' lists, kal16 left out
+    assert set(people) == {("espeak-ng", v) for v in FIXED.speech.espeak_voices} | {
+        ("flite", "kal"),
+        ("flite", "slt"),
+    }
+
+
+def test_the_default_draws_the_voices_as_before() -> None:
+    digest = hashlib.sha256()
+    assistants = set()
+    for i in range(40):
+        for t in plan_sample(preset("eval"), i, 5).turns:
+            v = t.voice
+            line = f"{i} {t.speaker} {v.engine} {v.name} {v.rate_wpm} {v.pitch} {v.gain_db}\n"
+            digest.update(line.encode())
+            if t.speaker == "assistant":
+                assert (v.rate_wpm, v.pitch, v.gain_db) == (170, 50, 0.0)
+                assistants.add((v.engine, v.name))
+    assert digest.hexdigest() == DEFAULT_VOICES_SHA256
+    assert len(assistants) > 3  # drawn per sample

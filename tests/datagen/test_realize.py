@@ -136,6 +136,31 @@ def test_noise_is_at_the_planned_snr_and_none_is_silence() -> None:
     assert not np.any(silent.clean_input[: round(silent.plan.turns[0].start_s * SAMPLE_RATE)])
 
 
+def test_babble_never_speaks_with_the_assistants_fixed_voice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    speech = {"engines": ["flite"], "flite_voices": ["kal", "kal16"]}
+    config = parse_config(
+        {
+            **PRESETS["smoke"],
+            "speech": {**speech, "assistant_voice": "flite:kal16"},
+            "acoustics": {"noise": ["babble"]},
+        }
+    )
+    talkers: list[tts.Voice] = []
+    synthesize = tts.synthesize
+
+    def heard(text: str, voice: tts.Voice, **kwargs: Any) -> Any:
+        talkers.append(voice)
+        return synthesize(text, voice, **kwargs)
+
+    monkeypatch.setattr(tts, "synthesize", heard)  # babble's talkers, not the turns
+    for index in (0, 1):
+        realize(config, index, SEED)
+    assert len(talkers) >= 2 * realize_module.BABBLE_TALKERS
+    assert {v.name for v in talkers} == {"kal"}
+
+
 def test_level_changes_ramp_to_their_gain() -> None:
     changes = (LevelChange(1.0, 6.0), LevelChange(2.0, -6.0))
     acoustics = Acoustics("none", 20.0, None, -10.0, 0.6, changes)

@@ -19,11 +19,14 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from venus.datagen import runner, tts
 from venus.datagen import sample as sample_module
 from venus.datagen.acoustics import onsets
-from venus.datagen.config import PRESETS, GenerationConfig, parse_config, preset
-from venus.datagen.plan import CUTTING, Plan
+from venus.datagen.config import PRESETS, GenerationConfig, load_config, parse_config, preset
+from venus.datagen.mixdown import CUT_FADE_SAMPLES
+from venus.datagen.plan import CUTTING, Plan, plain_text
 from venus.datagen.planner import plan_sample
+from venus.datagen.realize import SAMPLE_RATE, tts_text
 from venus.datagen.sample import SampleError, SampleRecord, generate_sample, read_wav
 from venus.datagen.trajectory import TrajectoryError, schema, validate
 
@@ -291,3 +294,46 @@ def test_the_schema_refuses_broken_trajectories(written: Written) -> None:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, json.loads(SCHEMA_PATH.read_text("utf-8")),
                                 cls=jsonschema.Draft202012Validator)  # fmt: skip
+
+
+# --- a fixed assistant voice, read back from a written set ---------------------------------------
+def test_every_assistant_turn_of_a_set_speaks_the_fixed_voice(tmp_path: Path) -> None:
+    """speech.assistant_voice: the set records it, every assistant turn was planned with it
+    and assistant.wav holds its speech; no one else speaks with it, although it is in the
+    people's list too."""
+    config = parse_config(
+        {
+            **PRESETS["smoke"],
+            "samples": 3,
+            "speech": {"assistant_voice": "flite:kal16", "flite_voices": ["kal", "kal16"]},
+            "output": {"full_duplex_bench": False, "timeline_plots": 0},
+        }
+    )
+    out = tmp_path / "set"
+    runner.run(config, out, SEED)
+    made = load_config(out / "config.toml")
+    assert made.speech.assistant_voice == "flite:kal16"
+    kal16 = tts.Voice("flite", "kal16", rate_wpm=170, pitch=50)  # the middle of the ranges
+    records = [json.loads(line) for line in (out / "index.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    for record in records:
+        directory = (out / record["path"]).parent
+        data = load(directory)
+        # the plan the sample was realized from holds each turn's voice
+        plan = plan_sample(made, data["index"], data["seed"], data["attempt"])
+        spoken = [(t.speaker, plain_text(t.text)) for t in plan.turns]
+        assert spoken == [(t["speaker"], t["text"]) for t in data["turns"]]
+        assistant = read_wav(directory / "assistant.wav")
+        gain = 10 ** (data["levels"]["assistant_gain_db"] / 20)
+        for turn, written_turn in zip(plan.turns, data["turns"], strict=True):
+            if turn.speaker != "assistant":
+                assert (turn.voice.engine, turn.voice.name) != ("flite", "kal16")
+                continue
+            assert (turn.voice.engine, turn.voice.name) == ("flite", "kal16")
+            at = round(written_turn["planned_start_s"] * SAMPLE_RATE)
+            expected = tts.render(tts_text(turn.text), kal16).audio * gain
+            if written_turn["cut_at_s"] is not None:  # up to the cut's fade
+                cut = round(written_turn["cut_at_s"] * SAMPLE_RATE) - at - CUT_FADE_SAMPLES
+                expected = expected[:cut]
+            heard = assistant[at : at + expected.size]
+            np.testing.assert_allclose(heard, expected, atol=2 / 32767)
