@@ -51,8 +51,8 @@ from venus.hw.sources import FileAudioSource, pcm_to_float
 from venus.train.data import TrainDataError
 
 __all__ = [
-    "Codebook", "MelStats", "chunk_units", "fit_units", "kmeans", "output_mel",
-    "read_speech", "speech_frames",
+    "FRAME_PAD", "Codebook", "MelStats", "chunk_units", "fit_units", "frame_window", "kmeans",
+    "mel_filters", "output_mel", "read_speech", "speech_frames",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -76,14 +76,14 @@ FORMAT: Final = "venus-speech-units"
 FORMAT_VERSION: Final = "1"
 ASSISTANT_WAV: Final = "assistant.wav"
 
-_PAD: Final = (N_FFT - HOP) // 2  # 272: frame i spans samples [i*HOP - 272, i*HOP + 752)
+FRAME_PAD: Final = (N_FFT - HOP) // 2  # 272: frame i spans samples [i*HOP - 272, i*HOP + 752)
 
 Mel = NDArray[np.float32]  # [N_MELS, frames] natural-log mel
 Codes = NDArray[np.int64]
 
 
 @cache
-def _filters() -> NDArray[np.float64]:
+def mel_filters() -> NDArray[np.float64]:
     """[N_MELS, N_FFT // 2 + 1] Slaney-normalised triangles 0..FMAX_HZ (librosa's
     ``filters.mel(sr=24000, n_fft=1024, n_mels=80, fmax=8000)``)."""
     bins = np.linspace(0.0, SAMPLE_RATE / 2, N_FFT // 2 + 1)
@@ -98,7 +98,7 @@ def _filters() -> NDArray[np.float64]:
 
 
 @cache
-def _window() -> NDArray[np.float64]:
+def frame_window() -> NDArray[np.float64]:
     out = np.zeros(N_FFT)
     start = (N_FFT - WINDOW) // 2
     out[start : start + WINDOW] = hann(WINDOW)
@@ -111,10 +111,10 @@ def output_mel(pcm: NDArray[np.float32]) -> Mel:
     if frames == 0:
         return np.zeros((N_MELS, 0), np.float32)
     padded = np.zeros(frames * HOP + N_FFT - HOP)
-    padded[_PAD : _PAD + frames * HOP] = pcm[: frames * HOP]
+    padded[FRAME_PAD : FRAME_PAD + frames * HOP] = pcm[: frames * HOP]
     windows = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[::HOP]
-    spectrum = np.abs(np.fft.rfft(windows * _window(), axis=-1))
-    mel: NDArray[np.float64] = np.einsum("mf,tf->mt", _filters(), spectrum)  # no BLAS pool
+    spectrum = np.abs(np.fft.rfft(windows * frame_window(), axis=-1))
+    mel: NDArray[np.float64] = np.einsum("mf,tf->mt", mel_filters(), spectrum)  # no BLAS pool
     return np.log(np.maximum(mel, LOG_FLOOR)).astype(np.float32)
 
 

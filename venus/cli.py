@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.evaluation.cli import register as register_eval
     from venus.export.cli import register as register_export
     from venus.train.cli import register as register_train
+    from venus.train.voice_cli import register as register_train_voice
 
     register_run(commands)
     register_call(commands)
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_datagen(commands)
     register_eval(commands)
     register_train(commands)
+    register_train_voice(commands)
     return parser
 
 

@@ -1,0 +1,251 @@
+"""`venus train-voice` on a small generated set: the recipe's errors, the flow decoder
+trained on the groups the daemon runs, losses that fall on one reply, a resumed run equal
+to an uninterrupted one, and a VOICE that loads into the model with its configs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
+
+RECIPES = Path(__file__).resolve().parents[2] / "train" / "recipes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    config = parse_config({
+        "samples": 6, "duration": {"min_s": 8.0, "max_s": 12.0},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    })  # fmt: skip
+    out = tmp_path_factory.mktemp("voice") / "set"
+    run(config, out, seed=2)
+    return out
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ({"flow": {"stepz": 3}}, r"unknown key flow\.stepz; did you mean steps\?"),
+        ({"optimizer": {}}, r"unknown section \[optimizer\]"),
+        ({"vocoder": {"steps": "many"}}, r"vocoder\.steps must be a int"),
+        ({"vocoder": {"kernels": 3}}, r"vocoder\.kernels must be a list of int"),
+        ({"vocoder": {"dilations": []}}, r"vocoder\.dilations must be a non-empty list"),
+        ({"flow": {"window_s": 2.5}}, r"flow\.window_s must be a whole number"),
+        ({"flow": {"d_model": 30}}, r"flow\.d_model must be a positive multiple of flow\.heads"),
+        ({"units": {"k": 7000}}, r"units\.k must be in \[2, 6561\]"),
+        ({"train": {"preset": "venus-9b"}}, r"train\.preset must be one of tiny, tiny-audio"),
+        ({"flow": {"steps": 0}, "vocoder": {"steps": 0}}, r"flow\.steps or vocoder\.steps"),
+    ],
+)
+def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
+    with pytest.raises(VoiceConfigError, match=match):
+        parse_voice_config(data, "voice.toml")
+
+
+def test_a_recipe_reads_back_what_it_wrote_and_the_shipped_one_loads() -> None:
+    from venus.train.voice_config import load_voice_config
+
+    cfg = parse_voice_config({"flow": {"learning_rate": 1, "steps": 5},
+                              "vocoder": {"kernels": [3, 5]}})  # fmt: skip
+    assert cfg.flow.learning_rate == 1.0 and cfg.vocoder.kernels == (3, 5) and cfg.steps == 3000
+    assert parse_voice_config(cfg.to_toml_dict()) == cfg
+    assert load_voice_config(RECIPES / "voice.toml").train.preset == "tiny"
+
+
+def test_the_torch_mel_is_the_output_mel() -> None:
+    from venus.train.speech_units import output_mel
+    from venus.train.voice import log_mel
+
+    pcm = (np.random.default_rng(0).standard_normal(24000 + 123) * 0.1).astype(np.float32)
+    pcm[:4000] = 0.0  # digital silence: the log floor
+    got = log_mel(torch.from_numpy(pcm)[None])[0].numpy()
+    assert got.shape == (80, 50)
+    np.testing.assert_allclose(got, output_mel(pcm), atol=2e-4)
+
+
+def test_training_sees_the_groups_the_daemon_runs() -> None:
+    """The padded batch of training windows gives the encoder what the one-shot path
+    gives it: solving each group from the batch's mu reproduces ``FlowDecoder.forward``,
+    for whole replies of two lengths and for a window that ends mid-reply."""
+    from venus.export.model.config import PRESETS
+    from venus.export.model.flow import FlowDecoder, token_groups, utterance_noise
+    from venus.export.model.init import init_component
+    from venus.train.voice import _encode, encoder_batch
+
+    cfg = PRESETS["tiny"]().flow
+    flow = FlowDecoder(cfg).eval()
+    init_component(flow, 0, "flow_decoder")
+    look = cfg.lookahead_tokens
+    rng = np.random.default_rng(1)
+    codes = [rng.integers(0, 64, n) for n in (100, 40, 100)]
+    # the first ends in a group of 28 codes (72-100); the third stops after [0, 22), [22, 47)
+    ends = [100, 40, 47]
+    with torch.no_grad():
+        mu = _encode(flow, *encoder_batch(codes, ends, 25, look))
+        for row, (c, end) in enumerate(zip(codes, ends, strict=True)):
+            noise = utterance_noise(cfg, 1, len(c), seed=row)
+            want = flow(torch.from_numpy(c)[None], noise)[..., : 2 * end]
+            prompt, got = torch.zeros(1, cfg.mel_bins, cfg.prompt_frames), []
+            for a, b in token_groups(len(c), 25, look):
+                if b > end:
+                    break
+                mel = flow.solve(mu[row : row + 1, 2 * a : 2 * b], noise[..., 2 * a : 2 * b],
+                                 prompt, 1.0)  # fmt: skip
+                prompt = torch.cat((prompt, mel), -1)[..., -cfg.prompt_frames :]
+                got.append(mel)
+            torch.testing.assert_close(torch.cat(got, -1), want, atol=1e-5, rtol=1e-5)
+
+
+def test_losses_fall_on_one_reply(small_set: Path) -> None:
+    """Overfitting one reply: the flow matching and MR-STFT losses fall under 70% of their
+    start (each measured on the same draws before and after)."""
+    from venus.export.model.config import PRESETS, VocoderConfig
+    from venus.export.model.flow import FlowDecoder, token_groups
+    from venus.export.model.init import init_component
+    from venus.export.model.vocoder import Vocoder
+    from venus.train.data import read_index
+    from venus.train.speech_units import fit_units
+    from venus.train.voice import Window, flow_losses, load_replies, vocoder_losses
+
+    records = read_index(small_set)
+    _, book = fit_units(small_set, records, 32, iterations=5)
+    reply = max(load_replies(small_set, records[:3], book, 25), key=lambda r: len(r.codes))
+    windows = [
+        Window(reply, g, 1) for g in range(min(4, len(token_groups(len(reply.codes), 25, 3))))
+    ]
+    flow = FlowDecoder(PRESETS["tiny"]().flow)
+    vocoder = Vocoder(VocoderConfig(channels=32, resblock_kernels=(3,), resblock_dilations=(1,)))
+    init_component(flow, 0, "flow_decoder")
+    init_component(vocoder, 0, "vocoder")
+    segments = [(0, f) for f in range(0, reply.z.shape[1] - 25, 25)][:4]
+
+    def flow_loss() -> float:
+        with torch.no_grad():
+            fm, prior = flow_losses(flow, windows, 25, torch.Generator().manual_seed(7))
+        return float(fm + prior)
+
+    def vocoder_loss() -> float:
+        with torch.no_grad():
+            return float(vocoder_losses(vocoder, [reply], segments, 25, 8)[0])
+
+    before = flow_loss(), vocoder_loss()
+    opt_f = torch.optim.AdamW(flow.parameters(), lr=1e-3)
+    opt_v = torch.optim.AdamW(vocoder.parameters(), lr=1e-3)
+    for step in range(50):
+        fm, prior = flow_losses(flow, windows, 25, torch.Generator().manual_seed(step))
+        opt_f.zero_grad()
+        (fm + prior).backward()  # type: ignore[no-untyped-call]
+        opt_f.step()
+        stft, mel = vocoder_losses(vocoder, [reply], segments, 25, 8)
+        opt_v.zero_grad()
+        (stft + mel).backward()  # type: ignore[no-untyped-call]
+        opt_v.step()
+    after = flow_loss(), vocoder_loss()
+    assert after[0] < 0.7 * before[0], (before, after)
+    assert after[1] < 0.7 * before[1], (before, after)
+
+
+def quick(steps: int, utterances: int = 0) -> VoiceConfig:
+    return parse_voice_config({
+        "data": {"validation": 0.34},
+        "units": {"k": 32, "iterations": 5},
+        "flow": {"steps": steps, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
+                 "d_model": 32, "ffn_dim": 64},
+        "vocoder": {"steps": steps - 1, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
+                    "channels": 16, "kernels": [3], "dilations": [1, 3]},
+        "train": {"checkpoint_every": 2, "threads": 1},
+        "eval": {"utterances": utterances},
+    })  # fmt: skip
+
+
+def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Path) -> None:
+    from venus.train.voice_run import train_voice
+
+    lines: list[str] = []
+    whole = train_voice(quick(4), small_set, tmp_path / "whole", lines.append)
+    assert whole.steps == 4 and whole.resumed_from == 0
+    first = train_voice(quick(4), small_set, tmp_path / "parts", lines.append, stop_after=3)
+    assert first.steps == 3  # stopped between checkpoints: the state is step 2's
+    assert json.loads((tmp_path / "parts" / "voice.json").read_text())["step"] == 2
+    second = train_voice(quick(4), small_set, tmp_path / "parts", lines.append)
+    assert second.resumed_from == 2 and second.steps == 4
+    assert any("resuming" in line for line in lines)
+    a = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)
+    b = torch.load(tmp_path / "parts" / "train" / "state.pt", weights_only=False)
+    for part in ("flow", "vocoder"):
+        assert a[part].keys() == b[part].keys()
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part])
+    history = (tmp_path / "parts" / "train" / "history.jsonl").read_text().splitlines()
+    rows = [json.loads(h) for h in history]
+    assert [r["step"] for r in rows if "flow_loss" in r] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if "vocoder_loss" in r] == [1, 2, 3]  # its steps: 3
+    png = tmp_path / "parts" / "train" / "loss.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_voice_loads_into_the_model_and_is_measured(
+    small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI: VOICE's weights load into a `VenusModel` built with its configs;
+    the held-out measurement runs (word error rates with PocketSphinx, when installed);
+    another recipe into the same VOICE is refused."""
+    import tomli_w
+
+    from venus.cli import main
+    from venus.export.model.config import PRESETS
+    from venus.export.model.venus import VenusModel
+    from venus.train.data import TrainDataError
+    from venus.train.speech_units import Codebook
+    from venus.train.voice import load_voice, load_voice_weights
+
+    recipe = tmp_path / "voice.toml"
+    recipe.write_text(tomli_w.dumps(quick(2, utterances=1).to_toml_dict()))
+    out = tmp_path / "voice"
+    args = ["train-voice", "--config", str(recipe), "--data", str(small_set), "--out", str(out)]
+    assert main(args) == 0
+    assert "held-out word error rate" in capsys.readouterr().out
+    voice = load_voice(out)
+    assert voice.step == 2 and voice.flow.d_model == 32 and voice.vocoder.channels == 16
+    assert voice.codebook.size == 32
+    assert np.array_equal(
+        voice.codebook.centroids, Codebook.load(out / "units.safetensors").centroids
+    )
+    model = VenusModel(voice.model_config(PRESETS["tiny"]()))
+    load_voice_weights(model, out)
+    state = torch.load(out / "train" / "state.pt", weights_only=False)
+    for name, tensor in model.flow_decoder.state_dict().items():
+        assert torch.equal(tensor, state["flow"][name])
+    for name, tensor in model.vocoder.state_dict().items():
+        assert torch.equal(tensor, state["vocoder"][name])
+    metrics = json.loads((out / "train" / "metrics.json").read_text())["validation"]
+    assert metrics["chain_mel_l1"] > 0 and metrics["vocoder_rtf"] > 0
+    try:
+        import jiwer  # noqa: F401
+        import pocketsphinx  # noqa: F401
+    except ImportError:
+        assert metrics["wer_chain"] is None
+    else:
+        assert all(metrics[k] >= 0 for k in ("wer_original", "wer_vocoder", "wer_chain"))
+    wrong = VenusModel(PRESETS["tiny"]())  # the preset's sizes: the voice does not fit
+    with pytest.raises(TrainDataError, match="does not fit the model"):
+        load_voice_weights(wrong, out)
+    recipe.write_text(tomli_w.dumps(quick(3, utterances=1).to_toml_dict()))
+    assert main(args) == 1
+    assert "another recipe or data" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""``venus train-voice``: registration only; torch is imported when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = """\
+Train the tiny model's voice on a `venus datagen` set's assistant speech (torch, CPU):
+a k-means codebook of the output mel (the speech codes), the flow decoder (codes -> mel,
+flow matching, chunk-causal as the daemon streams it) and the vocoder (mel -> 24 kHz
+PCM, multi-resolution STFT and mel losses), so that `venus train` only has to teach the
+speech decoder which codes to emit (docs/training.md).
+
+VOICE gets units.safetensors, voice.json (the components' configs), flow_decoder and
+vocoder safetensors, and VOICE/train/: the recipe, a resumable state, the history with
+the held-out word error rates (PocketSphinx, the asr extra) and loss.png. Stopped, the
+same command resumes from the last state."""
+
+EPILOG = """\
+examples:
+  venus train-voice --data train-set --out voice
+  venus train-voice --config train/recipes/voice.toml --data train-set --out voice  # resumes"""
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    cmd = commands.add_parser(
+        "train-voice",
+        help="train the tiny model's voice (codes, flow decoder, vocoder; torch, CPU; resumable)",
+        description=HELP,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("--config", type=Path, metavar="FILE", help="the recipe (TOML; defaults "
+                     "for every key missing)")  # fmt: skip
+    cmd.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
+    cmd.add_argument("--out", type=Path, required=True, metavar="VOICE", help="the voice")
+    cmd.set_defaults(run=_train_voice)
+
+
+def _train_voice(args: argparse.Namespace) -> int:
+    from venus.train.voice_config import load_voice_config
+
+    cfg = load_voice_config(args.config)
+    try:
+        from venus.train.voice_run import train_voice
+    except ImportError as e:  # torch: the export extra
+        from venus.errors import VenusError
+        from venus.export.cli import TORCH_MISSING
+
+        raise VenusError(f"{TORCH_MISSING} ({e})") from None
+
+    def write(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+    result = train_voice(cfg, args.data, args.out, write)
+    m = result.metrics
+
+    def pct(key: str) -> str:
+        value = m.get(key)
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    print(  # noqa: T201
+        f"{result.steps} steps; held-out word error rate: original {pct('wer_original')}, "
+        f"vocoder {pct('wer_vocoder')}, codes -> flow -> vocoder {pct('wer_chain')}: "
+        f"{args.out}"
+    )
+    return 0

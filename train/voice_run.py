@@ -1,0 +1,451 @@
+"""The `venus train-voice` run: units, flow decoder and vocoder steps, measurements,
+resumable state (``voice.py`` has the parts).
+
+A run fits the codebook on the training split (``units.safetensors``, kept on resume),
+loads every assistant reply, then takes ``max(flow.steps, vocoder.steps)`` steps: each
+trains the flow decoder on ``flow.batch`` windows until its steps and the vocoder on
+``vocoder.batch`` segments until its. Every draw (windows, segments, t, noise) depends only
+on the seed and the step, so a resumed run ends with the weights of an uninterrupted one.
+
+At each checkpoint a handful of held-out replies are measured (``Measure``): the word
+error rate (PocketSphinx, the ``asr`` extra; skipped with a warning without it) of (a)
+the original audio, (b) its mel through the vocoder, (c) its codes through the flow
+decoder and vocoder as the daemon streams them, and (units) its codes' centroids through
+the vocoder; the log-mel L1 of (b), (c) and (units) against the original; the flow
+decoder's and vocoder's compute time per second of audio. OUT/train/ holds
+``recipe.toml``, ``state.pt`` (written atomically), ``history.jsonl``, ``metrics.json``
+and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from venus.errors import EvaluationError
+from venus.evaluation.asr import NO_ERRORS, PocketSphinx, Recognizer, WordErrors, word_errors
+from venus.export.model.config import PRESETS, FlowDecoderConfig, VocoderConfig
+from venus.export.model.flow import FlowDecoder, token_groups
+from venus.export.model.init import component_generator, init_component
+from venus.export.model.vocoder import Vocoder
+from venus.train.data import read_index
+from venus.train.loop import split
+from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
+from venus.train.voice import (
+    UNITS_FILE,
+    Reply,
+    Window,
+    flow_losses,
+    load_replies,
+    log_mel,
+    reference_text,
+    save_units,
+    save_voice,
+    speak,
+    vocoder_losses,
+)
+from venus.train.voice_config import VoiceConfig, VoiceConfigError
+
+__all__ = ["Measure", "VoiceResult", "train_voice"]
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 5.0
+FINAL_LR = 0.1  # of the peak, at a part's last step
+CONTEXT_FRAMES = 8  # mel before a vocoder segment, run but not scored (160 ms)
+PROBE_S = (1.5, 10.0)  # a measured reply's length
+WER_KEYS = ("wer_original", "wer_vocoder", "wer_chain", "wer_units")
+LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel")
+
+
+@dataclass(frozen=True)
+class VoiceResult:
+    out: Path
+    steps: int
+    resumed_from: int
+    metrics: dict[str, float | None]
+
+
+def probes(replies: Sequence[Reply], count: int, chunk_tokens: int) -> list[Reply]:
+    """Up to ``count`` replies to measure: whole, ``PROBE_S`` long, one a sample first."""
+    fit = [r for r in replies if not r.cut and len(reference_text(r.text).split()) >= 3
+           and PROBE_S[0] <= len(r.codes) / chunk_tokens <= PROBE_S[1]]  # fmt: skip
+    first: list[Reply] = []
+    rest: list[Reply] = []
+    seen: set[str] = set()
+    for r in fit:
+        (rest if r.sample_id in seen else first).append(r)
+        seen.add(r.sample_id)
+    return (first + rest)[:count]
+
+
+class Measure:
+    """The held-out measurement (module doc); ``recognizer`` None: no word error rates."""
+
+    def __init__(
+        self, replies: Sequence[Reply], codebook: Codebook, recognizer: Recognizer | None,
+        chunk_tokens: int,
+    ) -> None:  # fmt: skip
+        self.replies, self.codebook, self.recognizer = list(replies), codebook, recognizer
+        self.chunk_tokens = chunk_tokens
+        self.std = torch.from_numpy(codebook.stats.std)[:, None]
+
+    def wer(self, waves: Sequence[torch.Tensor | np.ndarray[Any, Any]]) -> float | None:
+        if self.recognizer is None or not self.replies:
+            return None
+        total: WordErrors = NO_ERRORS
+        for r, wave in zip(self.replies, waves, strict=True):
+            heard = self.recognizer.transcribe(np.asarray(wave, np.float32), SAMPLE_RATE)
+            total = total + word_errors(reference_text(r.text), heard.text)
+        return total.wer
+
+    def original(self) -> float | None:
+        return self.wer([r.audio() for r in self.replies])
+
+    @torch.no_grad()
+    def __call__(self, flow: FlowDecoder, vocoder: Vocoder) -> dict[str, float | None]:
+        was = flow.training, vocoder.training
+        flow.eval()
+        vocoder.eval()
+        voc, chain, units = [], [], []
+        l1 = dict.fromkeys(("vocoder", "chain", "units"), 0.0)
+        flow_s = vocoder_s = audio_s = 0.0
+        for i, r in enumerate(self.replies):
+            z, wave = torch.from_numpy(r.z), torch.from_numpy(r.audio())
+            began = time.perf_counter()
+            voc.append(vocoder(z[None])[0])
+            vocoder_s += time.perf_counter() - began
+            began = time.perf_counter()
+            z_chain, pcm = speak(flow, vocoder, r.codes, self.chunk_tokens, seed=i)
+            flow_s += time.perf_counter() - began
+            chain.append(pcm)
+            z_units = torch.from_numpy(self.codebook.stats.normalise(self.codebook.decode(r.codes)))
+            units.append(vocoder(z_units[None])[0])
+            audio_s += len(wave) / SAMPLE_RATE
+            l1["vocoder"] += float((log_mel(voc[-1]) - log_mel(wave)).abs().mean())
+            l1["chain"] += float(((z_chain - z) * self.std).abs().mean())
+            l1["units"] += float(((z_units - z) * self.std).abs().mean())
+        flow.train(was[0])
+        vocoder.train(was[1])
+        n = len(self.replies)
+        return {
+            "wer_vocoder": self.wer(voc), "wer_chain": self.wer(chain),
+            "wer_units": self.wer(units),
+            **{f"{k}_mel_l1": round(v / n, 4) if n else None for k, v in l1.items()},
+            "vocoder_rtf": round(vocoder_s / audio_s, 4) if n else None,
+            "flow_rtf": round(max(0.0, flow_s - vocoder_s) / audio_s, 4) if n else None,
+        }  # fmt: skip
+
+
+def _recognizer(write: Callable[[str], None]) -> Recognizer | None:
+    try:
+        recognizer = PocketSphinx()
+        word_errors("a", "a")  # jiwer, the other half of the asr extra
+    except EvaluationError as e:
+        log.warning("no word error rates: %s", e)
+        write(f"train-voice: no word error rates ({e})")
+        return None
+    return recognizer
+
+
+def _lr_factor(step: int, warmup: int, steps: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return FINAL_LR + (1 - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def component_configs(cfg: VoiceConfig, codebook: int) -> tuple[FlowDecoderConfig, VocoderConfig]:
+    """The preset's flow decoder and vocoder with the recipe's sizes."""
+    base = PRESETS[cfg.train.preset]()
+    f, v = cfg.flow, cfg.vocoder
+    flow = replace(base.flow, d_model=f.d_model, heads=f.heads, ffn_dim=f.ffn_dim,
+                   encoder_layers=f.encoder_layers, estimator_layers=f.estimator_layers,
+                   euler_steps=f.euler_steps)  # fmt: skip
+    if codebook > flow.codebook:
+        raise VoiceConfigError(f"units.k {codebook} exceeds the model's {flow.codebook} codes")
+    vocoder = replace(base.vocoder, channels=v.channels, resblock_kernels=v.kernels,
+                      resblock_dilations=v.dilations)  # fmt: skip
+    return flow, vocoder
+
+
+class _Draws:
+    """Each step's windows and segments: functions of the seed and the step only."""
+
+    def __init__(self, cfg: VoiceConfig, replies: Sequence[Reply], chunk_tokens: int,
+                 lookahead: int) -> None:  # fmt: skip
+        self.cfg, self.replies, self.chunk_tokens = cfg, replies, chunk_tokens
+        self.groups = max(1, round(cfg.flow.window_s * 25 / chunk_tokens))
+        self.windows: list[tuple[int, int]] = []  # (reply, first group)
+        for i, r in enumerate(replies):
+            n = len(token_groups(len(r.codes), chunk_tokens, lookahead))
+            self.windows += [(i, g) for g in range(max(1, n - self.groups + 1))]
+        self.frames = round(cfg.vocoder.segment_s * 50)
+        self.offsets = np.cumsum([0] + [r.z.shape[1] for r in replies])
+
+    def generator(self, step: int, part: str) -> torch.Generator:
+        return component_generator(self.cfg.train.seed, f"{part}:{step}")
+
+    def flow(self, gen: torch.Generator) -> list[Window]:
+        picks = torch.randint(len(self.windows), (self.cfg.flow.batch,), generator=gen)
+        out = []
+        for k in picks.tolist():
+            i, first = self.windows[k]
+            out.append(Window(self.replies[i], first, self.groups))
+        return out
+
+    def vocoder(self, step: int) -> list[tuple[int, int]]:
+        gen = self.generator(step, "vocoder")
+        picks = torch.randint(int(self.offsets[-1]), (self.cfg.vocoder.batch,), generator=gen)
+        out = []
+        for frame in picks.tolist():
+            i = int(np.searchsorted(self.offsets, frame, side="right")) - 1
+            last = max(0, self.replies[i].z.shape[1] - self.frames)
+            out.append((i, min(frame - int(self.offsets[i]), last)))
+        return out
+
+
+@dataclass
+class _Run:
+    """What a run works on: its place, its state on disk (when resuming), its data."""
+
+    work: Path
+    recipe: str
+    state: dict[str, Any] | None
+    chunk_tokens: int
+    codebook: Codebook
+    replies: list[Reply]
+    measure: Measure
+    draws: _Draws
+
+
+def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None]) -> _Run:
+    """Check the data and ``out``, split, fit (or reload) the codebook, load the replies."""
+    import tomli_w
+
+    records = read_index(data)
+    if len(records) < 2:
+        raise VoiceConfigError(f"--data {data}: {len(records)} samples; need at least 2")
+    work, recipe = out / "train", tomli_w.dumps(cfg.to_toml_dict())
+    state: dict[str, Any] | None = None
+    if (work / "state.pt").is_file():
+        state = torch.load(work / "state.pt", weights_only=False)
+        if state["recipe"] != recipe or state["data"] != str(data.resolve()):
+            raise VoiceConfigError(
+                f"{out}: holds a voice run with another recipe or data ({work / 'recipe.toml'}); "
+                "resume it with the same --config and --data, or train into another --out"
+            )
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "recipe.toml").write_text(recipe, "utf-8")
+    train_recs, val_recs = split(records, cfg.data.validation, cfg.data.seed)
+    began = time.monotonic()
+
+    def progress(what: str) -> Callable[[int, int], None]:
+        def report(done: int, total: int) -> None:
+            if done == total or done % 50 == 0:
+                write(f"train-voice: {what} {done}/{total} ({time.monotonic() - began:.0f} s)")
+
+        return report
+
+    if state is None or not (out / UNITS_FILE).is_file():
+        u = cfg.units
+        _, book = fit_units(data, train_recs, u.k, iterations=u.iterations, seed=cfg.data.seed,
+                            progress=progress("units: reading"))  # fmt: skip
+        save_units(out, book)
+    codebook = Codebook.load(out / UNITS_FILE)
+    chunk = PRESETS[cfg.train.preset]().speech_tokens_per_chunk
+    replies = load_replies(data, train_recs, codebook, chunk, progress("loading replies"))
+    if not replies:
+        raise VoiceConfigError(f"--data {data}: no assistant speech in the training split")
+    held = load_replies(data, val_recs, codebook, chunk) if val_recs else replies
+    recognizer = _recognizer(write) if cfg.eval.utterances else None
+    measure = Measure(probes(held, cfg.eval.utterances, chunk), codebook, recognizer, chunk)
+    lookahead = PRESETS[cfg.train.preset]().flow.lookahead_tokens
+    write(f"train-voice: {len(replies)} replies ({sum(len(r.codes) for r in replies) / 25:.0f} s "
+          f"of speech), {len(measure.replies)} held out to measure")  # fmt: skip
+    draws = _Draws(cfg, replies, chunk, lookahead)
+    return _Run(work, recipe, state, chunk, codebook, replies, measure, draws)
+
+
+class _Parts:
+    """The two components with their optimisers and schedules."""
+
+    def __init__(self, cfg: VoiceConfig, codebook: int) -> None:
+        flow_cfg, vocoder_cfg = component_configs(cfg, codebook)
+        self.flow, self.vocoder = FlowDecoder(flow_cfg), Vocoder(vocoder_cfg)
+        init_component(self.flow, cfg.train.seed, "flow_decoder")
+        init_component(self.vocoder, cfg.train.seed, "vocoder")
+        f, v = cfg.flow, cfg.vocoder
+        self.opt_f = torch.optim.AdamW(self.flow.parameters(), lr=f.learning_rate)
+        self.opt_v = torch.optim.AdamW(self.vocoder.parameters(), lr=v.learning_rate)
+        self.sch_f = torch.optim.lr_scheduler.LambdaLR(
+            self.opt_f, lambda s: _lr_factor(s, f.warmup_steps, f.steps)
+        )
+        self.sch_v = torch.optim.lr_scheduler.LambdaLR(
+            self.opt_v, lambda s: _lr_factor(s, v.warmup_steps, v.steps)
+        )
+
+    def named(self) -> dict[str, Any]:
+        return {"flow": self.flow, "vocoder": self.vocoder, "opt_f": self.opt_f,
+                "opt_v": self.opt_v, "sch_f": self.sch_f, "sch_v": self.sch_v}  # fmt: skip
+
+    def step(self, cfg: VoiceConfig, run: _Run, step: int) -> dict[str, Any]:
+        """Step ``step`` of each component still training -> its history record."""
+        record: dict[str, Any] = {"step": step + 1}
+        with torch.enable_grad():  # whatever the caller set
+            if step < cfg.flow.steps:
+                gen = run.draws.generator(step, "flow")
+                windows = run.draws.flow(gen)
+                fm, prior = flow_losses(self.flow, windows, run.chunk_tokens, gen)
+                _update(self.opt_f, self.sch_f, self.flow, fm + cfg.flow.prior_weight * prior)
+                record |= {"flow_loss": round(fm.item(), 5), "flow_prior": round(prior.item(), 5),
+                           "flow_lr": self.sch_f.get_last_lr()[0]}  # fmt: skip
+            if step < cfg.vocoder.steps:
+                stft, mel = vocoder_losses(self.vocoder, run.replies, run.draws.vocoder(step),
+                                           run.draws.frames, CONTEXT_FRAMES)  # fmt: skip
+                _update(self.opt_v, self.sch_v, self.vocoder, stft + cfg.vocoder.mel_weight * mel)
+                record |= {"vocoder_loss": round(stft.item(), 5),
+                           "vocoder_mel": round(mel.item(), 5),
+                           "vocoder_lr": self.sch_v.get_last_lr()[0]}  # fmt: skip
+        return record
+
+
+def train_voice(
+    cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None],
+    *, stop_after: int | None = None,
+) -> VoiceResult:  # fmt: skip
+    """Run (or resume) the voice recipe on ``data`` into ``out`` (module doc).
+    ``stop_after``: stop after that many steps of this call (a test of resuming)."""
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    run = _open(cfg, data, out, write)
+    parts = _Parts(cfg, run.codebook.size)
+    history = run.work / "history.jsonl"
+    if run.state is not None:
+        for name, part in parts.named().items():
+            part.load_state_dict(run.state[name])
+        step, original = run.state["step"], run.state["wer_original"]
+        write(f"train-voice: resuming {out} at step {step}/{cfg.steps}")
+        _truncate_history(history, step)
+    else:
+        step, original = 0, run.measure.original()
+        baseline = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
+        history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
+        write(_measure_line(0, baseline))
+    resumed_from, metrics = step, {"wer_original": original}
+    shown = began = time.monotonic()
+    while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
+        record = parts.step(cfg, run, step)
+        step += 1
+        _append(history, record)
+        if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
+            shown = time.monotonic()
+            rate = (shown - began) / max(1, step - resumed_from)
+            losses = ", ".join(f"{k} {record[k]:.3f}" for k in LOSS_KEYS if k in record)
+            write(f"train-voice: step {step}/{cfg.steps} {losses}, {rate:.2f} s/step, "
+                  f"ETA {rate * (cfg.steps - step):.0f} s")  # fmt: skip
+        if step % cfg.train.checkpoint_every == 0 or step == cfg.steps:
+            metrics = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
+            _append(history, {"step": step, "validation": metrics})
+            write(_measure_line(step, metrics))
+            snapshot = {name: part.state_dict() for name, part in parts.named().items()}
+            snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
+                         "data": str(data.resolve())}  # fmt: skip
+            _save_state(run.work / "state.pt", snapshot)
+            save_voice(out, parts.flow, parts.vocoder, step, metrics)
+            (run.work / "metrics.json").write_text(
+                json.dumps({"step": step, "validation": metrics}, indent=2) + "\n", "utf-8"
+            )
+            plot_voice_history(history, run.work / "loss.png")
+    if step == cfg.steps:
+        write(f"train-voice: wrote the voice {out}")
+    return VoiceResult(out, step, resumed_from, metrics)
+
+
+def _update(opt: torch.optim.Optimizer, sched: Any, module: torch.nn.Module, loss: Any) -> None:
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+    opt.step()
+    sched.step()
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _measure_line(step: int, m: dict[str, float | None]) -> str:
+    return (
+        f"train-voice: measured at step {step}: WER original {_pct(m['wer_original'])}, "
+        f"vocoder {_pct(m['wer_vocoder'])}, chain {_pct(m['wer_chain'])} (units "
+        f"{_pct(m['wer_units'])}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
+        f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
+        f"vocoder {m['vocoder_rtf']}"
+    )
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _truncate_history(path: Path, step: int) -> None:
+    """Drop history lines past the resumed state's step (steps run after it was saved)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text("utf-8").splitlines()
+            if line and json.loads(line)["step"] <= step]  # fmt: skip
+    path.write_text("".join(line + "\n" for line in keep), "utf-8")
+
+
+def plot_voice_history(history: Path, png: Path) -> bool:
+    """Training losses per step and the measured word error rates, as a PNG; False (and a
+    warning) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning(
+            "matplotlib is not installed: no loss curves (pip install 'realtime-venus[eval]')"
+        )
+        return False
+    rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
+    vals = [r for r in rows if "validation" in r]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key in LOSS_KEYS:
+        got = [r for r in rows if key in r]
+        a.plot([r["step"] for r in got], [r[key] for r in got], label=key.replace("_", " "),
+               linewidth=0.8)  # fmt: skip
+    a.set_xlabel("step")
+    a.set_ylabel("training loss")
+    a.set_yscale("log")
+    a.legend(fontsize=7)
+    for key in WER_KEYS:
+        got = [r for r in vals if r["validation"].get(key) is not None]
+        b.plot([r["step"] for r in got], [r["validation"][key] for r in got], marker="o",
+               label=key.replace("_", " "))  # fmt: skip
+    b.set_xlabel("step")
+    b.set_ylabel("word error rate (held out)")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return True
