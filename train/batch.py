@@ -20,6 +20,7 @@ from torch import Tensor
 from venus.export.model.venus import VenusModel
 from venus.train.data import Example
 from venus.train.layout import AUDIO, IGNORE, VISION
+from venus.train.speech_batch import SpeechBatch, reply_rows, speech_batch, speech_loss
 
 __all__ = ["Batch", "Losses", "collate", "forward_losses"]
 
@@ -31,10 +32,12 @@ class Batch:
     slot: Tensor  # [B, L]
     labels: Tensor  # [B, L]
     decision: Tensor  # [B, L] bool
+    turn: Tensor  # [B, L] bool: a decision that starts a reply or yields (layout.py)
     mask: Tensor  # [B, L] 1 where real
     mel: Tensor  # [B, 80, max_chunks * 100]
     frames: Tensor | None  # [F, 3, S, S] every example's frames, concatenated
     frame_offset: Tensor  # [B] where each example's frames start in ``frames``
+    speech: SpeechBatch | None = None  # the speech decoder's rows (examples with units)
 
 
 @dataclass
@@ -47,11 +50,18 @@ class Losses:
     speak_targets: int
     speak_right: int  # speak targets decided speak
     speak_said: int  # positions decided speak
+    turns: int  # decisions that change course (start a reply, or yield in one)
+    turns_right: int
     text_tokens: int
     text_right: int
+    speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
+    speech_tokens: int = 0
+    speech_right: int = 0
 
 
-def collate(examples: Sequence[Example]) -> Batch:
+def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = None) -> Batch:
+    """The examples padded into one batch; with ``speech_ids`` (the speech decoder's
+    ``start`` and ``end``) also the speech rows of the examples that have units."""
     n = len(examples)
     length = max(len(e.layout) for e in examples)
     frames_max = max(e.mel.shape[1] for e in examples)
@@ -78,13 +88,22 @@ def collate(examples: Sequence[Example]) -> Batch:
         slot=field("slot", 0),
         labels=field("labels", IGNORE),
         decision=field("decision", 0).bool(),
+        turn=field("turn", 0).bool(),
         mask=torch.from_numpy(
             np.array([[1] * len(e.layout) + [0] * (length - len(e.layout)) for e in examples])
         ),
         mel=torch.from_numpy(mel),
         frames=torch.from_numpy(np.concatenate(images)) if images else None,
         frame_offset=torch.tensor(offsets, dtype=torch.int64),
+        speech=None if speech_ids is None else _speech_rows(examples, *speech_ids),
     )
+
+
+def _speech_rows(examples: Sequence[Example], start: int, end: int) -> SpeechBatch | None:
+    return speech_batch([
+        [] if e.units is None else reply_rows(e.decisions, e.layout.speech, e.units, start, end)
+        for e in examples
+    ])  # fmt: skip
 
 
 def embeddings(model: VenusModel, batch: Batch) -> Tensor:
@@ -109,21 +128,32 @@ def forward_losses(
     batch: Batch,
     control_ids: Sequence[int],
     decision_weight: float = 1.0,
+    speech_weight: float = 1.0,
+    speech_grad: bool = False,
+    turn_weight: float = 1.0,
 ) -> Losses:
-    """Teacher-forced logits and the two losses (module doc)."""
+    """Teacher-forced logits and the losses (module doc). With speech rows in the batch,
+    also the speech decoder's loss, on the backbone's hidden states (detached unless
+    ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
+    course count ``turn_weight`` times in the decision loss."""
     bb = model.backbone
     emb = embeddings(model, batch)
     b, length = batch.ids.shape
     positions = torch.arange(length)[None].expand(b, length)
     empty = bb.new_cache(b)
-    logits, _hidden, _k, _v = bb(emb, batch.mask, positions, empty.keys, empty.values)
+    logits, hidden, _k, _v = bb(emb, batch.mask, positions, empty.keys, empty.values)
     labels = batch.labels
 
     control = torch.tensor(list(control_ids))
     d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
     d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
-    decision_loss = F.cross_entropy(d_logits, d_target) if len(d_rows) else logits.sum() * 0
+    if len(d_rows):
+        weight = 1.0 + (turn_weight - 1.0) * batch.turn[d_rows, d_cols].float()
+        each = F.cross_entropy(d_logits, d_target, reduction="none")
+        decision_loss = (each * weight).sum() / weight.sum()
+    else:
+        decision_loss = logits.sum() * 0
     d_pred = d_logits.argmax(dim=1)
     speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
 
@@ -131,6 +161,11 @@ def forward_losses(
     t_logits, t_target = logits[text_mask], labels[text_mask]
     text_loss = F.cross_entropy(t_logits, t_target) if len(t_target) else logits.sum() * 0
     total = text_loss + decision_weight * decision_loss
+    speech = None
+    if batch.speech is not None:
+        cond = hidden if speech_grad else hidden.detach()
+        speech = speech_loss(model.speech_decoder, cond, batch.speech)
+        total = total + speech_weight * speech.loss
     said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks
     return Losses(
         total=total,
@@ -141,6 +176,11 @@ def forward_losses(
         speak_targets=int((d_target == speak).sum()),
         speak_right=int((said_speak & (d_target == speak)).sum()),
         speak_said=int(said_speak.sum()),
+        turns=int(batch.turn.sum()),
+        turns_right=int(((d_pred == d_target) & batch.turn[d_rows, d_cols]).sum()),
         text_tokens=len(t_target),
         text_right=int((t_logits.argmax(dim=1) == t_target).sum()),
+        speech=None if speech is None else speech.loss.detach(),
+        speech_tokens=0 if speech is None else speech.tokens,
+        speech_right=0 if speech is None else speech.right,
     )

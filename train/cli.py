@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = """\\
+HELP = """\
 Train the tiny model on a `venus datagen` set (torch, CPU): the control token of every
 chunk, the assistant's text, its delegation calls with arguments and what it says after
 an injected result, teacher-forced on the exact token layout the daemon runs
@@ -15,9 +15,13 @@ an injected result, teacher-forced on the exact token layout the daemon runs
 
 OUT becomes a checkpoint for `venus export` (config.json, safetensors, a byte-level BPE
 tokenizer.json trained on the set) with OUT/train/: the recipe, a resumable state, the
-loss history and loss.png. Stopped, the same command resumes from the last state."""
+loss history and loss.png. Stopped, the same command resumes from the last state.
 
-EPILOG = """\\
+With --voice (made by `venus train-voice`), the speech decoder learns to emit the voice's
+speech units for what the assistant says, and the voice's flow decoder and vocoder go
+into the checkpoint: the exported engines then speak."""
+
+EPILOG = """\
 examples:
   venus datagen --preset eval --seed 7 --jobs 2 --out train-set
   venus train --data train-set --out venus-tiny
@@ -37,6 +41,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
                      "for every key missing)")  # fmt: skip
     cmd.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
     cmd.add_argument("--out", type=Path, required=True, metavar="CKPT", help="the checkpoint")
+    cmd.add_argument("--voice", type=Path, metavar="VOICE", help="a `venus train-voice` output: "
+                     "also train the speech decoder on its speech units, and put its flow "
+                     "decoder and vocoder into the checkpoint")  # fmt: skip
     cmd.set_defaults(run=_train)
 
 
@@ -55,11 +62,13 @@ def _train(args: argparse.Namespace) -> int:
     def write(line: str) -> None:
         print(line, file=sys.stderr, flush=True)  # noqa: T201
 
-    result = train(cfg, args.data, args.out, write)
+    result = train(cfg, args.data, args.out, write, voice=args.voice)
     m = result.metrics
     print(  # noqa: T201
         f"{result.steps} steps; validation control accuracy "
         f"{100 * m['control_accuracy']:.1f}% (chance {100 * m['control_chance']:.1f}%), "
-        f"text accuracy {100 * m['text_accuracy']:.1f}%: {args.out}"
+        f"text accuracy {100 * m['text_accuracy']:.1f}%"
+        + (f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_accuracy" in m else "")
+        + f": {args.out}"
     )
     return 0

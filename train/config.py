@@ -18,8 +18,11 @@ key or a bad value is an error naming it.
     warmup_steps = 100       # linear warm-up, then cosine decay to 10%
     weight_decay = 0.01
     decision_weight = 1.0    # the decision loss's weight beside the text loss
+    turn_weight = 1.0        # weight of decisions that start a reply or yield, in it
     max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
     crop = 0.5               # share of examples cut to start mid-conversation
+    speech_weight = 1.0      # the speech decoder's loss (with --voice) beside the others
+    speech_grad = false      # whether the speech loss also trains the backbone
     checkpoint_every = 200   # steps between resumable states (and a validation pass)
     threads = 0              # torch threads (0: one per CPU)
 """
@@ -57,8 +60,11 @@ class TrainConfig:
     warmup_steps: int = 100
     weight_decay: float = 0.01
     decision_weight: float = 1.0
+    turn_weight: float = 1.0
     max_text_tokens: int = 16
     crop: float = 0.5
+    speech_weight: float = 1.0
+    speech_grad: bool = False
     checkpoint_every: int = 200
     threads: int = 0
 
@@ -72,7 +78,8 @@ class TrainConfig:
 SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
-                            "weight_decay", "decision_weight", "max_text_tokens", "crop",
+                            "weight_decay", "decision_weight", "turn_weight",
+                            "max_text_tokens", "crop", "speech_weight", "speech_grad",
                             "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio")
@@ -109,8 +116,10 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.warmup_steps >= 0, "train.warmup_steps must be >= 0"),
         (cfg.weight_decay >= 0, "train.weight_decay must be >= 0"),
         (cfg.decision_weight >= 0, "train.decision_weight must be >= 0"),
+        (cfg.turn_weight > 0, "train.turn_weight must be positive"),
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
         (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
+        (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),
         (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
         (cfg.threads >= 0, "train.threads must be >= 0"),
     ]

@@ -39,6 +39,7 @@ MIN_CROP_CHUNKS = 4  # a crop keeps at least this many chunks
 
 Chunks = Sequence[Mapping[str, Any]]
 Builder = Callable[[Chunks, Callable[[int], int | None]], Layout]  # (chunks, frame of chunk)
+Units = Callable[[Path, int, float], NDArray[np.int64]]  # (assistant.wav, chunks, chunk_s)
 
 
 class TrainDataError(VenusError):
@@ -56,6 +57,11 @@ class Example:
     frame_index: tuple[int, ...] = ()  # per chunk: its frame in ``frames``, -1 for none
     crops: tuple[int, ...] = ()  # chunks a crop may start at (``crop_starts``)
     start: int = 0  # the chunk of the trajectory this example starts at
+    units: NDArray[np.int64] | None = None  # [chunks, per chunk] speech units, or None
+
+    @property
+    def decisions(self) -> list[str]:
+        return [str(c["decision"]) for c in self.chunks]
 
 
 def crop_starts(chunks: Chunks, min_chunks: int = MIN_CROP_CHUNKS) -> list[int]:
@@ -97,6 +103,7 @@ def cropped(example: Example, start: int, build: Builder) -> Example:
         frame_index=index,
         crops=(),
         start=example.start + start,
+        units=None if example.units is None else example.units[start:],
     )
 
 
@@ -203,8 +210,11 @@ def load_examples(
     build: Builder,
     *,
     image_size: int,
+    units: Units | None = None,
     progress: Callable[[int, int], None] = lambda _d, _t: None,
 ) -> list[Example]:
+    """Every record's example; with ``units`` (``(assistant.wav, chunks, chunk_s) -> codes``,
+    ``speech_units.chunk_units`` with a codebook) also its speech units per chunk."""
     out = []
     for n, r in enumerate(records, start=1):
         sid = r["sample_id"]
@@ -217,10 +227,13 @@ def load_examples(
         if image_size and t["files"].get("video"):
             frames, index = video_frames(folder / t["files"]["video"], image_size, len(chunks))
         layout = build(chunks, _frame_of(index))
+        codes = None
+        if units is not None:
+            codes = units(folder / t["files"]["assistant"], len(chunks), t["chunk_s"])
         out.append(
             Example(sid, t["category"], layout, mel, frames,
                     chunks=tuple(chunks), frame_index=tuple(index),
-                    crops=tuple(crop_starts(chunks)))
+                    crops=tuple(crop_starts(chunks)), units=codes)
         )  # fmt: skip
         progress(n, len(records))
     return out

@@ -13,7 +13,9 @@ a causal mask equals the daemon's prefill and step calls.
 
 Targets are the positions whose logits the daemon reads: the decision (at the last
 prefill token) and every next token of the text phase (from ``<|speak|>`` to the token
-before the closing one). Everything else (the user's audio, results, markers) is input
+before the closing one). A decision that changes course is marked ``turn``: ``speak``
+outside a reply (it starts one) or ``listen`` inside one (it yields); the others carry
+on what the context already shows. Everything else (the user's audio, results, markers) is input
 only: the assistant's spans alone are supervised, as in the paper.
 
 A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
@@ -54,6 +56,7 @@ class Layout:
     slot: list[int] = field(default_factory=list)  # index into the sample's audio / vision tokens
     labels: list[int] = field(default_factory=list)  # target id, or IGNORE
     decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
+    turn: list[bool] = field(default_factory=list)  # a decision that changes course (below)
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
     stats: LayoutStats = field(default_factory=LayoutStats)
 
@@ -66,6 +69,7 @@ class Layout:
         self.slot.append(slot)
         self.labels.append(IGNORE)
         self.decision.append(False)
+        self.turn.append(False)
         self.speech.append(-1)
         return len(self.ids) - 1
 
@@ -98,6 +102,7 @@ def build_layout(
         speaking = decision in ("speak", "turn_eos")
         out.labels[last] = s["<|speak|>"] if speaking else s["<|listen|>"]
         out.decision[last] = True
+        out.turn[last] = speaking != in_reply  # starts a reply, or yields in one
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]
             in_reply = False

@@ -21,6 +21,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
-from venus.train.batch import collate, forward_losses
+from venus.train.batch import Losses, collate, forward_losses
 from venus.train.config import TrainConfig, TrainConfigError
 from venus.train.data import (
     Builder,
@@ -42,13 +43,16 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
+from venus.train.speech_units import chunk_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
+from venus.train.voice import Voice, load_voice, load_voice_weights
 
 __all__ = ["TRAINED", "TrainResult", "split", "train"]
 
 log = logging.getLogger(__name__)
 
 TRAINED = ("backbone", "audio_encoder", "vision_encoder")
+TRAINED_WITH_VOICE = (*TRAINED, "speech_decoder")
 PROGRESS_EVERY_S = 5.0
 FINAL_LR = 0.1  # of the peak, at the last step
 
@@ -109,17 +113,28 @@ def _batch(run: _Run, step: int, cfg: TrainConfig) -> list[Example]:
 
 
 def evaluate(
-    model: VenusModel, examples: Sequence[Example], control: Sequence[int], size: int
+    model: VenusModel,
+    examples: Sequence[Example],
+    control: Sequence[int],
+    size: int,
+    speech_ids: tuple[int, int] | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
-    speak precision / recall, next-text-token accuracy."""
+    speak precision / recall, next-text-token accuracy; with ``speech_ids``, the speech
+    decoder's loss and next-unit accuracy."""
     was = model.training
     model.eval()
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
-                          "said", "t", "t_right"), 0.0)  # fmt: skip
+                          "said", "t", "t_right", "speech", "s", "s_right", "turns",
+                          "turns_right"), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
-            losses = forward_losses(model, collate(examples[i : i + size]), control)
+            batch = collate(examples[i : i + size], speech_ids)
+            losses = forward_losses(model, batch, control)
+            if losses.speech is not None:
+                sums["speech"] += float(losses.speech) * losses.speech_tokens
+                sums["s"] += losses.speech_tokens
+                sums["s_right"] += losses.speech_right
             sums["decision"] += float(losses.decision) * losses.decisions
             sums["text"] += float(losses.text) * losses.text_tokens
             sums["d"] += losses.decisions
@@ -129,19 +144,29 @@ def evaluate(
             sums["said"] += losses.speak_said
             sums["t"] += losses.text_tokens
             sums["t_right"] += losses.text_right
+            sums["turns"] += losses.turns
+            sums["turns_right"] += losses.turns_right
     model.train(was)
 
     def ratio(a: float, b: float) -> float:
         return a / b if b else 0.0
 
     listen = sums["d"] - sums["speak"]
-    return {
+    speech = {}
+    if speech_ids is not None:
+        speech = {
+            "speech_loss": ratio(sums["speech"], sums["s"]),
+            "speech_accuracy": ratio(sums["s_right"], sums["s"]),
+            "speech_tokens": sums["s"],
+        }
+    return speech | {
         "decision_loss": ratio(sums["decision"], sums["d"]),
         "text_loss": ratio(sums["text"], sums["t"]),
         "control_accuracy": ratio(sums["d_right"], sums["d"]),
         "control_chance": ratio(max(listen, sums["speak"]), sums["d"]),
         "speak_recall": ratio(sums["speak_right"], sums["speak"]),
         "speak_precision": ratio(sums["speak_right"], sums["said"]),
+        "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
         "decisions": sums["d"],
         "text_tokens": sums["t"],
@@ -161,10 +186,21 @@ class _Run:
     validation: list[Example]
     control: list[int]
     build: Builder
+    voice: Voice | None = None
+    voice_dir: Path | None = None
+
+    @property
+    def speech_ids(self) -> tuple[int, int] | None:
+        """The speech decoder's ``start`` and ``end`` when it is trained (with a voice)."""
+        s = self.model_cfg.speech
+        return None if self.voice is None else (s.start_token, s.end_token)
 
 
-def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None]) -> _Run:
-    """Check the data and ``out``, split, train (or reload) the tokenizer, load examples."""
+def _open(
+    cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None], voice_dir: Path | None
+) -> _Run:
+    """Check the data and ``out``, split, train (or reload) the tokenizer, load examples
+    (with ``voice_dir``, their speech units too)."""
     import tomli_w
 
     records = read_index(data)
@@ -175,15 +211,25 @@ def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None])
     state: dict[str, Any] | None = None
     if (work / "state.pt").is_file():
         state = torch.load(work / "state.pt", weights_only=False)
-        if state["recipe"] != recipe or state["data"] != str(data.resolve()):
+        voice_was = state.get("voice")
+        voice_now = str(voice_dir.resolve()) if voice_dir is not None else None
+        if (
+            state["recipe"] != recipe
+            or state["data"] != str(data.resolve())
+            or (voice_was != voice_now)
+        ):
             raise TrainConfigError(
-                f"{out}: holds a run with another recipe or data ({work / 'recipe.toml'}); "
-                "resume it with the same --config and --data, or train into another --out"
+                f"{out}: holds a run with another recipe, data or voice "
+                f"({work / 'recipe.toml'}); resume it with the same --config, --data and "
+                "--voice, or train into another --out"
             )
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
     train_recs, val_recs = split(records, cfg.validation, cfg.seed)
     model_cfg = PRESETS[cfg.preset]()
+    voice = load_voice(voice_dir) if voice_dir is not None else None
+    if voice is not None:  # the voice's flow decoder and vocoder, as trained
+        model_cfg = voice.model_config(model_cfg)
     vocab = cfg.vocab_size or model_cfg.backbone.vocab_size
     if vocab > model_cfg.backbone.vocab_size:
         raise TrainConfigError(
@@ -219,13 +265,26 @@ def _open(cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None])
         build,
         progress=loading,
         image_size=vision.image_size if vision is not None else 0,
+        units=None if voice is None else partial(chunk_units, codebook=voice.codebook),
     )
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
         write(f"train: {truncated} chunks' text cut to {cfg.max_text_tokens} tokens (the budget)")
     control = [special[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
     n = len(train_recs)
-    return _Run(work, recipe, state, model_cfg, tok, examples[:n], examples[n:], control, build)
+    return _Run(
+        work,
+        recipe,
+        state,
+        model_cfg,
+        tok,
+        examples[:n],
+        examples[n:],
+        control,
+        build,
+        voice,
+        voice_dir,
+    )
 
 
 def train(
@@ -234,18 +293,19 @@ def train(
     out: Path,
     write: Callable[[str], None],
     *,
+    voice: Path | None = None,
     stop_after: int | None = None,
 ) -> TrainResult:
-    """Run (or resume) the recipe on ``data`` into ``out`` (module doc). ``stop_after``:
-    stop after that many steps of this call (a test of resuming)."""
+    """Run (or resume) the recipe on ``data`` into ``out`` (module doc); with ``voice`` (a
+    ``venus train-voice`` output) the speech decoder too, over the voice's units, and the
+    voice's flow decoder and vocoder go into the checkpoint. ``stop_after``: stop after
+    that many steps of this call (a test of resuming)."""
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    run = _open(cfg, data, out, write)
+    run = _open(cfg, data, out, write, voice)
     held = run.validation or run.train[:8]
-    model = VenusModel(run.model_cfg)
-    init_model(model, cfg.seed)
-    params = [p for name, p in model.named_parameters() if name.split(".")[0] in TRAINED]
+    model, params = _model(run, cfg.seed)
     optim = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
     history = run.work / "history.jsonl"
@@ -256,15 +316,17 @@ def train(
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
         _truncate_history(history, step)
     else:
-        step, baseline = 0, evaluate(model, held, run.control, cfg.batch_size)
+        step, baseline = 0, evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
     resumed_from, metrics = step, baseline
     model.train()
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            losses = forward_losses(model, collate(_batch(run, step, cfg)), run.control,
-                                    cfg.decision_weight)  # fmt: skip
+            batch = collate(_batch(run, step, cfg), run.speech_ids)
+            losses = forward_losses(model, batch, run.control, cfg.decision_weight,
+                                    cfg.speech_weight, cfg.speech_grad,
+                                    cfg.turn_weight)  # fmt: skip
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -272,25 +334,19 @@ def train(
         sched.step()
         step += 1
         total = float(losses.total.detach())
-        _append(history, {"step": step, "loss": round(total, 5),
-                          "decision_loss": round(float(losses.decision), 5),
-                          "text_loss": round(float(losses.text), 5),
-                          "lr": sched.get_last_lr()[0]})  # fmt: skip
+        _append(history, _step_record(step, total, losses, float(sched.get_last_lr()[0])))
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
             rate = (shown - began) / max(1, step - resumed_from)
-            write(
-                f"train: step {step}/{cfg.steps} loss {total:.3f} (decision "
-                f"{float(losses.decision):.3f}, text {float(losses.text):.3f}), "
-                f"{rate:.2f} s/step, ETA {rate * (cfg.steps - step):.0f} s"
-            )
+            write(_step_line(step, cfg.steps, total, losses, rate))
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            metrics = evaluate(model, held, run.control, cfg.batch_size)
+            metrics = evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
             _append(history, {"step": step, "validation": metrics})
             write(_validation_line(step, metrics))
             state = {"model": model.state_dict(), "optim": optim.state_dict(),
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
-                     "recipe": run.recipe, "data": str(data.resolve())}  # fmt: skip
+                     "recipe": run.recipe, "data": str(data.resolve()),
+                     "voice": str(voice.resolve()) if voice is not None else None}  # fmt: skip
             _save_state(run.work / "state.pt", state, history)
             _write_checkpoint(model, run, out, step, metrics, baseline)
     if step == cfg.steps:
@@ -321,11 +377,41 @@ def _write_checkpoint(
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
+def _model(run: _Run, seed: int) -> tuple[VenusModel, list[torch.nn.Parameter]]:
+    """The initial model (with the voice's flow decoder and vocoder) and what is trained."""
+    model = VenusModel(run.model_cfg)
+    init_model(model, seed)
+    if run.voice_dir is not None:
+        load_voice_weights(model, run.voice_dir)
+    trained = TRAINED if run.voice is None else TRAINED_WITH_VOICE
+    return model, [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
+
+
+def _step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str, float]:
+    record = {"step": step, "loss": round(total, 5), "lr": lr,
+              "decision_loss": round(float(losses.decision), 5),
+              "text_loss": round(float(losses.text), 5)}  # fmt: skip
+    if losses.speech is not None:
+        record["speech_loss"] = round(float(losses.speech), 5)
+    return record
+
+
+def _step_line(step: int, steps: int, total: float, losses: Losses, rate: float) -> str:
+    speech = "" if losses.speech is None else f", speech {float(losses.speech):.3f}"
+    return (
+        f"train: step {step}/{steps} loss {total:.3f} (decision {float(losses.decision):.3f}, "
+        f"text {float(losses.text):.3f}{speech}), {rate:.2f} s/step, "
+        f"ETA {rate * (steps - step):.0f} s"
+    )
+
+
 def _validation_line(step: int, m: dict[str, float]) -> str:
+    speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_loss" in m else ""
     return (
         f"train: validation at step {step}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
-        f"{100 * m['speak_recall']:.1f}%, text accuracy {100 * m['text_accuracy']:.1f}%"
+        f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
+        f"text accuracy {100 * m['text_accuracy']:.1f}%{speech}"
     )
 
 
@@ -368,14 +454,20 @@ def plot_history(history: Path, png: Path) -> bool:
     steps = [r for r in rows if "loss" in r]
     vals = [r for r in rows if "validation" in r]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text")):
-        a.plot([r["step"] for r in steps], [r[key] for r in steps], label=label, linewidth=0.8)
+    for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text"),
+                       ("speech_loss", "speech")):  # fmt: skip
+        have = [r for r in steps if key in r]
+        if have:
+            a.plot([r["step"] for r in have], [r[key] for r in have], label=label, linewidth=0.8)
     a.set_xlabel("step")
     a.set_ylabel("training loss")
     a.legend()
-    for key in ("control_accuracy", "control_chance", "speak_recall", "text_accuracy"):
-        b.plot([r["step"] for r in vals], [r["validation"][key] for r in vals], marker="o",
-               label=key.replace("_", " "))  # fmt: skip
+    for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
+                "text_accuracy", "speech_accuracy"):  # fmt: skip
+        have = [r for r in vals if key in r["validation"]]
+        if have:
+            b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",
+                   label=key.replace("_", " "))  # fmt: skip
     b.set_xlabel("step")
     b.set_ylabel("validation")
     b.set_ylim(0, 1)

@@ -86,7 +86,7 @@ def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: 
 
     with torch.no_grad():  # a caller's grad mode (venus bench turns it off) is not ours
         train(quick(2), small_set, tmp_path / "ck", lambda _l: None)
-    with pytest.raises(TrainConfigError, match="another recipe or data"):
+    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
         train(quick(3), small_set, tmp_path / "ck", lambda _l: None)
 
 
@@ -222,3 +222,63 @@ def test_batches_crop_the_configured_share(small_set: Path) -> None:
         assert low * with_crops - 1e-9 <= cut <= high * with_crops + 1e-9, (share, cut)
     cfg = TrainConfig(batch_size=6, crop=0.5)
     assert [e.start for e in _batch(run, 3, cfg)] == [e.start for e in _batch(run, 3, cfg)]
+
+
+def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
+    small_set: Path, tmp_path: Path
+) -> None:
+    """`venus train --voice`: the speech decoder is trained on the voice's units (its
+    loss in the history, its weights moved), the voice's flow decoder and vocoder (with
+    their own sizes) go into the checkpoint, and the exported engines decode speech."""
+    from venus.cli import main
+    from venus.export.checkpoint import load_model
+    from venus.train.loop import train
+    from venus.train.voice_config import parse_voice_config
+    from venus.train.voice_run import train_voice
+
+    voice_cfg = parse_voice_config({
+        "data": {"validation": 0.34},
+        "units": {"k": 32, "iterations": 5},
+        "flow": {"steps": 1, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
+                 "d_model": 32, "ffn_dim": 64},
+        "vocoder": {"steps": 1, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
+                    "channels": 16, "kernels": [3], "dilations": [1, 3]},
+        "train": {"checkpoint_every": 1, "threads": 1},
+        "eval": {"utterances": 0},
+    })  # fmt: skip
+    voice = tmp_path / "voice"
+    train_voice(voice_cfg, small_set, voice, lambda _l: None)
+    lines: list[str] = []
+    ck = tmp_path / "ck"
+    train(quick(3), small_set, ck, lines.append, voice=voice)
+    assert any("speech accuracy" in line for line in lines)
+    history = [json.loads(h) for h in (ck / "train" / "history.jsonl").read_text().splitlines()]
+    assert all("speech_loss" in h for h in history if "loss" in h)
+    assert "speech_accuracy" in history[-1]["validation"]
+
+    model = load_model(ck)
+    assert model.cfg.vocoder.channels == 16 and model.cfg.flow.d_model == 32
+    from safetensors.torch import load_file
+
+    vocoder = load_file(str(voice / "vocoder.safetensors"))
+    mine = model.vocoder.state_dict()
+    assert all(torch.equal(mine[k], vocoder[k]) for k in vocoder)  # the voice's, unchanged
+    state = torch.load(ck / "train" / "state.pt", weights_only=False)["model"]
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+
+    initial = VenusModel(model.cfg)
+    init_model(initial, 0)
+    moved = [k for k in state if k.startswith("speech_decoder.")
+             and not torch.equal(state[k], initial.state_dict()[k])]  # fmt: skip
+    assert moved, "the speech decoder was not trained"
+
+    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
+        train(quick(3), small_set, ck, lines.append)  # the same run without its voice
+    engines = tmp_path / "engines"
+    assert main(["export", str(ck), "--out", str(engines)]) == 0
+    sample = next((small_set / "samples").iterdir())
+    out = tmp_path / "run"
+    assert main(["run", "--engines", str(engines), "--offline", str(sample / "input.wav"),
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert (out / "output.wav").is_file()  # the voice's sizes run in the daemon

@@ -1,0 +1,146 @@
+"""The speech decoder's teacher-forced sequences: per reply, what the daemon feeds it.
+
+The daemon (``daemon/frontend/step.py``, ``engines/speech.py``) keeps one speech-decoder
+state per reply. For every chunk of the reply with spoken text it appends the backbone's
+hidden states at the spoken tokens' positions (the ``condition``), then ``start``, and
+then decodes up to ``tokens_per_chunk`` speech tokens, each fed back only when another one
+follows (so a full chunk's last token never enters the state). So a reply's sequence is::
+
+    cond(chunk a) start u0 .. u23 | cond(chunk b) start u0 .. u23 | ... cond(last) start u0 .. um
+
+with the targets ``start -> u0``, ``u_i -> u_(i+1)``. The targets are the chunk's speech
+units (``speech_units.chunk_units``: the assistant's audio in that chunk's second). The
+reply's last chunk (``turn_eos``) ends at its speech: its trailing silence codes are cut
+and its last unit predicts ``end`` (what stops the decoder early), unless the chunk is
+full. A chunk with no spoken text (a delegation alone) has no condition, and the daemon
+decodes no speech for it: it is left out here too. A reply cut by ``listen`` has no
+``end``: the daemon stops it from outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+from numpy.typing import NDArray
+from torch import Tensor
+
+from venus.export.model.speech import SpeechDecoder
+from venus.train.layout import IGNORE
+from venus.train.speech_units import SILENCE
+
+__all__ = ["SpeechBatch", "SpeechLoss", "reply_rows", "speech_batch", "speech_loss"]
+
+COND, TOKEN = 1, 2  # what fills a position of a speech row (0: padding)
+
+
+@dataclass
+class Row:
+    """One reply's sequence: per position a condition (its layout position) or a token."""
+
+    kind: list[int]
+    source: list[int]  # COND: the position in the example's layout; TOKEN: the token id
+    labels: list[int]
+
+
+@dataclass
+class SpeechBatch:
+    example: Tensor  # [R] the batch row each reply comes from
+    kind: Tensor  # [R, L] COND, TOKEN or 0 (padding)
+    source: Tensor  # [R, L]
+    labels: Tensor  # [R, L] target id or IGNORE
+    mask: Tensor  # [R, L]
+
+
+@dataclass
+class SpeechLoss:
+    loss: Tensor
+    tokens: int
+    right: int
+
+
+def reply_rows(
+    decisions: Sequence[str],
+    spoken: Sequence[int],
+    units: NDArray[np.int64],
+    start_token: int,
+    end_token: int,
+) -> list[Row]:
+    """The speech rows of one example (module doc). ``decisions``: per chunk, the data's
+    decision; ``spoken``: per layout position, the chunk whose spoken token it is (or -1,
+    ``Layout.speech``); ``units``: [chunks, tokens_per_chunk]."""
+    positions: dict[int, list[int]] = {}
+    for pos, chunk in enumerate(spoken):
+        if chunk >= 0:
+            positions.setdefault(chunk, []).append(pos)
+    per_chunk = units.shape[1]
+    rows: list[Row] = []
+    row: Row | None = None
+    for k, decision in enumerate(decisions):
+        if decision == "listen":
+            row = None
+            continue
+        if row is None:
+            row = Row([], [], [])
+            rows.append(row)
+        conds = positions.get(k, [])
+        if conds:
+            codes = [int(c) for c in units[k]]
+            final = decision == "turn_eos"
+            if final:
+                while codes and codes[-1] == SILENCE:
+                    codes.pop()
+            row.kind += [COND] * len(conds)
+            row.source += conds
+            row.labels += [IGNORE] * len(conds)
+            targets = codes + ([end_token] if final and len(codes) < per_chunk else [])
+            fed = [start_token, *codes][: len(targets)]
+            row.kind += [TOKEN] * len(fed)
+            row.source += fed
+            row.labels += targets
+        if decision == "turn_eos":
+            row = None
+    return [r for r in rows if any(label != IGNORE for label in r.labels)]
+
+
+def speech_batch(rows: Sequence[Sequence[Row]]) -> SpeechBatch | None:
+    """Every example's rows (``rows[b]``: example ``b``'s) padded into one batch."""
+    flat = [(b, r) for b, example_rows in enumerate(rows) for r in example_rows]
+    if not flat:
+        return None
+    length = max(len(r.kind) for _b, r in flat)
+
+    def pad(values: list[int], fill: int) -> list[int]:
+        return values + [fill] * (length - len(values))
+
+    return SpeechBatch(
+        example=torch.tensor([b for b, _r in flat]),
+        kind=torch.tensor([pad(r.kind, 0) for _b, r in flat]),
+        source=torch.tensor([pad(r.source, 0) for _b, r in flat]),
+        labels=torch.tensor([pad(r.labels, IGNORE) for _b, r in flat]),
+        mask=torch.tensor([pad([1] * len(r.kind), 0) for _b, r in flat]),
+    )
+
+
+def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> SpeechLoss:
+    """Cross-entropy of the speech decoder over every target, its inputs built from the
+    backbone's ``hidden`` [B, L, H] (the conditions) and the fed tokens."""
+    tokens = torch.where(batch.kind == TOKEN, batch.source, torch.zeros_like(batch.source))
+    x = decoder.embed(tokens)
+    rows, cols = torch.nonzero(batch.kind == COND, as_tuple=True)
+    cond = decoder.condition(hidden[batch.example[rows], batch.source[rows, cols]])
+    x = x.index_put((rows, cols), cond)
+    n, length = batch.kind.shape
+    empty = decoder.new_cache(n)
+    positions = torch.arange(length)[None].expand(n, length)
+    logits, *_ = decoder(x, batch.mask, positions, empty.keys, empty.values)
+    target = batch.labels != IGNORE
+    t_logits, t_labels = logits[target], batch.labels[target]
+    return SpeechLoss(
+        loss=F.cross_entropy(t_logits, t_labels),
+        tokens=len(t_labels),
+        right=int((t_logits.argmax(dim=1) == t_labels).sum()),
+    )
