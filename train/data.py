@@ -64,24 +64,26 @@ class Example:
         return [str(c["decision"]) for c in self.chunks]
 
 
-def crop_starts(chunks: Chunks, min_chunks: int = MIN_CROP_CHUNKS) -> list[int]:
+def crop_starts(
+    chunks: Chunks,
+    delegations: Sequence[Mapping[str, Any]] = (),
+    min_chunks: int = MIN_CROP_CHUNKS,
+) -> list[int]:
     """Chunks a sample may be cut to start at, as the daemon joins a conversation (and as
     the Full-Duplex-Bench cuts do, from the user's last question): the assistant listened
-    in the chunk before (no reply is cut in two), every result after the start answers a
-    call made after it (no orphan result), and ``min_chunks`` chunks are left."""
-    out = []
-    for start in range(1, len(chunks) - min_chunks + 1):
-        if chunks[start - 1]["decision"] != "listen":
-            continue
-        open_calls = 0
-        for chunk in chunks[start:]:
-            open_calls -= len(chunk["results"])
-            if open_calls < 0:
-                break
-            open_calls += len(chunk["delegate"])
-        else:
-            out.append(start)
-    return out
+    in the chunk before (no reply is cut in two), no result or cancel after the start
+    belongs to a call made before it (the trajectory's ``delegations``; nothing refers to
+    what the crop never saw), and ``min_chunks`` chunks are left."""
+    blocked: set[int] = set()  # starts that would cut a call from its result or cancel
+    for d in delegations:
+        later = [c for c in (d.get("result_chunk"), d.get("cancel_chunk")) if c is not None]
+        if later:
+            blocked.update(range(int(d["call_chunk"]) + 1, max(later) + 1))
+    return [
+        start
+        for start in range(1, len(chunks) - min_chunks + 1)
+        if chunks[start - 1]["decision"] == "listen" and start not in blocked
+    ]
 
 
 def cropped(example: Example, start: int, build: Builder) -> Example:
@@ -214,7 +216,7 @@ def load_examples(
     progress: Callable[[int, int], None] = lambda _d, _t: None,
 ) -> list[Example]:
     """Every record's example; with ``units`` (``(assistant.wav, chunks, chunk_s) -> codes``,
-    ``speech_units.chunk_units`` with a codebook) also its speech units per chunk."""
+    ``speech_units.decided_units`` with a codebook) also its speech units per chunk."""
     out = []
     for n, r in enumerate(records, start=1):
         sid = r["sample_id"]
@@ -233,7 +235,7 @@ def load_examples(
         out.append(
             Example(sid, t["category"], layout, mel, frames,
                     chunks=tuple(chunks), frame_index=tuple(index),
-                    crops=tuple(crop_starts(chunks)), units=codes)
+                    crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes)
         )  # fmt: skip
         progress(n, len(records))
     return out

@@ -13,6 +13,7 @@ text). The speech decoder, flow decoder and vocoder keep their initial weights h
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -43,9 +44,9 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
-from venus.train.speech_units import chunk_units
+from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
-from venus.train.voice import Voice, load_voice, load_voice_weights
+from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
 
 __all__ = ["TRAINED", "TrainResult", "split", "train"]
 
@@ -208,15 +209,14 @@ def _open(
         raise TrainConfigError(f"--data {data}: {len(records)} samples; need at least 2")
     work = out / "train"
     recipe = tomli_w.dumps(cfg.to_toml_dict())
+    voice = load_voice(voice_dir) if voice_dir is not None else None
     state: dict[str, Any] | None = None
     if (work / "state.pt").is_file():
         state = torch.load(work / "state.pt", weights_only=False)
-        voice_was = state.get("voice")
-        voice_now = str(voice_dir.resolve()) if voice_dir is not None else None
         if (
             state["recipe"] != recipe
             or state["data"] != str(data.resolve())
-            or (voice_was != voice_now)
+            or state.get("voice") != voice_identity(voice_dir, voice)
         ):
             raise TrainConfigError(
                 f"{out}: holds a run with another recipe, data or voice "
@@ -227,7 +227,6 @@ def _open(
     (work / "recipe.toml").write_text(recipe, "utf-8")
     train_recs, val_recs = split(records, cfg.validation, cfg.seed)
     model_cfg = PRESETS[cfg.preset]()
-    voice = load_voice(voice_dir) if voice_dir is not None else None
     if voice is not None:  # the voice's flow decoder and vocoder, as trained
         model_cfg = voice.model_config(model_cfg)
     vocab = cfg.vocab_size or model_cfg.backbone.vocab_size
@@ -265,7 +264,7 @@ def _open(
         build,
         progress=loading,
         image_size=vision.image_size if vision is not None else 0,
-        units=None if voice is None else partial(chunk_units, codebook=voice.codebook),
+        units=None if voice is None else partial(decided_units, codebook=voice.codebook),
     )
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
@@ -346,7 +345,7 @@ def train(
             state = {"model": model.state_dict(), "optim": optim.state_dict(),
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
                      "recipe": run.recipe, "data": str(data.resolve()),
-                     "voice": str(voice.resolve()) if voice is not None else None}  # fmt: skip
+                     "voice": voice_identity(run.voice_dir, run.voice)}  # fmt: skip
             _save_state(run.work / "state.pt", state, history)
             _write_checkpoint(model, run, out, step, metrics, baseline)
     if step == cfg.steps:
@@ -375,6 +374,15 @@ def _write_checkpoint(
     fresh.rmdir()
     doc = {"step": step, "validation": metrics, "baseline": baseline}
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
+
+
+def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
+    """What a resumed run must find again: the voice's place, its step and its codebook
+    (a voice trained further, or its codes fitted again, is another voice)."""
+    if path is None or voice is None:
+        return None
+    units = hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]
+    return f"{path.resolve()} (step {voice.step}, units {units})"
 
 
 def _model(run: _Run, seed: int) -> tuple[VenusModel, list[torch.nn.Parameter]]:

@@ -8,8 +8,9 @@ follows (so a full chunk's last token never enters the state). So a reply's sequ
 
     cond(chunk a) start u0 .. u23 | cond(chunk b) start u0 .. u23 | ... cond(last) start u0 .. um
 
-with the targets ``start -> u0``, ``u_i -> u_(i+1)``. The targets are the chunk's speech
-units (``speech_units.chunk_units``: the assistant's audio in that chunk's second). The
+with the targets ``start -> u0``, ``u_i -> u_(i+1)``. The targets are the speech units of
+what the chunk decided to say (``speech_units.decided_units``: the assistant's audio in
+the next chunk's second, where the data and the daemon both play it). The
 reply's last chunk (``turn_eos``) ends at its speech: its trailing silence codes are cut
 and its last unit predicts ``end`` (what stops the decoder early), unless the chunk is
 full. A chunk with no spoken text (a delegation alone) has no condition, and the daemon
@@ -32,7 +33,9 @@ from venus.export.model.speech import SpeechDecoder
 from venus.train.layout import IGNORE
 from venus.train.speech_units import SILENCE
 
-__all__ = ["SpeechBatch", "SpeechLoss", "reply_rows", "speech_batch", "speech_loss"]
+__all__ = [
+    "SpeechBatch", "SpeechLoss", "reply_rows", "speech_batch", "speech_logits", "speech_loss",
+]  # fmt: skip
 
 COND, TOKEN = 1, 2  # what fills a position of a speech row (0: padding)
 
@@ -125,8 +128,8 @@ def speech_batch(rows: Sequence[Sequence[Row]]) -> SpeechBatch | None:
     )
 
 
-def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> SpeechLoss:
-    """Cross-entropy of the speech decoder over every target, its inputs built from the
+def speech_logits(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> Tensor:
+    """The speech decoder's logits [R, L, vocab] over the rows, its inputs built from the
     backbone's ``hidden`` [B, L, H] (the conditions) and the fed tokens."""
     tokens = torch.where(batch.kind == TOKEN, batch.source, torch.zeros_like(batch.source))
     x = decoder.embed(tokens)
@@ -136,7 +139,13 @@ def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> S
     n, length = batch.kind.shape
     empty = decoder.new_cache(n)
     positions = torch.arange(length)[None].expand(n, length)
-    logits, *_ = decoder(x, batch.mask, positions, empty.keys, empty.values)
+    logits: Tensor = decoder(x, batch.mask, positions, empty.keys, empty.values)[0]
+    return logits
+
+
+def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> SpeechLoss:
+    """Cross-entropy of the speech decoder over every target (``speech_logits``)."""
+    logits = speech_logits(decoder, hidden, batch)
     target = batch.labels != IGNORE
     t_logits, t_labels = logits[target], batch.labels[target]
     return SpeechLoss(

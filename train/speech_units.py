@@ -51,8 +51,8 @@ from venus.hw.sources import FileAudioSource, pcm_to_float
 from venus.train.data import TrainDataError
 
 __all__ = [
-    "FRAME_PAD", "Codebook", "MelStats", "chunk_units", "fit_units", "frame_window", "kmeans",
-    "mel_filters", "output_mel", "read_speech", "speech_frames",
+    "FRAME_PAD", "Codebook", "MelStats", "chunk_units", "decided_units", "fit_units",
+    "frame_window", "kmeans", "mel_filters", "output_mel", "read_speech", "speech_frames",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -296,6 +296,14 @@ def chunk_units(assistant_wav: Path, chunks: int, chunk_s: float, codebook: Code
     speech = read_speech(assistant_wav)[:samples]
     pcm[: len(speech)] = speech
     return codebook.encode(output_mel(pcm)).reshape(chunks, per_chunk)
+
+
+def decided_units(assistant_wav: Path, chunks: int, chunk_s: float, codebook: Codebook) -> Codes:
+    """Codes [chunks, 25 * chunk_s]: row k is the speech *decided* in chunk k, which is
+    heard in the next one (``[(k + 1) * chunk_s, (k + 2) * chunk_s)``; docs/timeline.md,
+    ``datagen/align.py``). The daemon likewise plays chunk k's speech from the end of chunk
+    k. These are the speech decoder's targets for chunk k's text."""
+    return chunk_units(assistant_wav, chunks + 1, chunk_s, codebook)[1:]
 
 
 def fit_units(

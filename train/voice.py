@@ -12,7 +12,8 @@ vocoder, so the space never leaves the model: the stats are needed only to train
 
 **Units of training: replies.** Each assistant turn of a sample, from its first chunk to
 the chunk it ends in (turns start on chunk boundaries), with the codes ``chunk_units``
-gives (the whole sample's mel, encoded: the codes `venus train` teaches).
+gives (the whole sample's mel, encoded). `venus train` teaches the same codes one chunk
+earlier, in the chunk that decides them (``decided_units``).
 
 VOICE/ holds ``units.safetensors`` (the codebook), ``voice.json`` (the flow decoder's and
 vocoder's configs, the step, the latest measurement), ``flow_decoder.safetensors`` and

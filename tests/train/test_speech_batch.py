@@ -12,7 +12,14 @@ from venus.engines.speech import speak_loop
 from venus.export.model.config import SpeechDecoderConfig
 from venus.export.model.speech import SpeechDecoder
 from venus.train.layout import IGNORE
-from venus.train.speech_batch import COND, TOKEN, reply_rows, speech_batch, speech_loss
+from venus.train.speech_batch import (
+    COND,
+    TOKEN,
+    reply_rows,
+    speech_batch,
+    speech_logits,
+    speech_loss,
+)
 
 START, END = 101, 100
 PER_CHUNK = 4
@@ -92,13 +99,7 @@ def test_the_rows_give_the_logits_the_daemon_decodes_with() -> None:
             speak_loop(forward, cond, cfg.start_token, cfg.end_token,
                        choose, PER_CHUNK)  # fmt: skip
     with torch.no_grad():
-        tokens = torch.where(batch.kind == TOKEN, batch.source, 0)
-        x = decoder.embed(tokens)
-        r, c = torch.nonzero(batch.kind == COND, as_tuple=True)
-        x[r, c] = decoder.condition(hidden[batch.example[r], batch.source[r, c]])
-        n = batch.kind.shape[1]
-        empty = decoder.new_cache(1)
-        logits, *_ = decoder(x, batch.mask, torch.arange(n)[None], empty.keys, empty.values)
+        logits = speech_logits(decoder, hidden, batch)
     at = torch.nonzero(batch.labels[0] != IGNORE).flatten()
     assert len(at) == len(seen)
     np.testing.assert_allclose(logits[0, at].numpy(), np.stack(seen), atol=1e-4)

@@ -149,11 +149,16 @@ def test_crops_start_where_no_reply_or_call_is_cut() -> None:
               _chunk("listen"), _chunk("speak", delegate=1), _chunk("turn_eos"),
               _chunk("listen"), _chunk("listen", results=1), _chunk("speak"),
               _chunk("turn_eos"), _chunk("listen"), _chunk("listen"), _chunk("listen")]  # fmt: skip
+    calls = [{"call_chunk": 5, "result_chunk": 8, "cancel_chunk": None}]
     # 3, 4, 6, 7, 10, 11: the chunk before speaks (a reply would be cut in two);
-    # 8: chunk 8's result answers chunk 5's call; 5 keeps the call with its result;
+    # 6-8: chunk 8's result answers chunk 5's call; 5 keeps the call with its result;
     # past 10, fewer than 4 chunks are left.
-    assert crop_starts(chunks) == [1, 2, 5, 9]
-    assert crop_starts(chunks, min_chunks=2) == [1, 2, 5, 9, 12]
+    assert crop_starts(chunks, calls) == [1, 2, 5, 9]
+    assert crop_starts(chunks, calls, min_chunks=2) == [1, 2, 5, 9, 12]
+    # A cancel refers to its call too, even when the call never gets a result.
+    cancelled = [{"call_chunk": 1, "result_chunk": None, "cancel_chunk": 9}]
+    assert crop_starts(chunks, cancelled) == [1]
+    assert crop_starts(chunks) == [1, 2, 5, 8, 9]
 
 
 def test_a_cropped_example_is_the_sample_started_there(small_set: Path, tmp_path: Path) -> None:
@@ -275,6 +280,11 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
 
     with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
         train(quick(3), small_set, ck, lines.append)  # the same run without its voice
+    doc = json.loads((voice / "voice.json").read_text())
+    (voice / "voice.json").write_text(json.dumps({**doc, "step": doc["step"] + 1}))
+    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
+        train(quick(3), small_set, ck, lines.append, voice=voice)  # the voice trained on
+    (voice / "voice.json").write_text(json.dumps(doc))
     engines = tmp_path / "engines"
     assert main(["export", str(ck), "--out", str(engines)]) == 0
     sample = next((small_set / "samples").iterdir())
@@ -282,3 +292,32 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     assert main(["run", "--engines", str(engines), "--offline", str(sample / "input.wav"),
                  "--out", str(out)]) == 0  # fmt: skip
     assert (out / "output.wav").is_file()  # the voice's sizes run in the daemon
+
+
+def test_the_speech_decoder_learns_the_speech_its_chunk_decided(small_set: Path) -> None:
+    """A chunk's text is heard from the next boundary (docs/timeline.md): the speech
+    codes a speaking chunk is taught are the next second's audio, so a reply's first
+    chunk has speech to say and the chunk before it none."""
+    from venus.train.data import read_index, trajectory
+    from venus.train.speech_units import SILENCE, chunk_units, decided_units, fit_units
+
+    records = read_index(small_set)
+    _stats, book = fit_units(small_set, records, 16, iterations=3)
+    checked = 0
+    for r in records:
+        t = trajectory(small_set, r["sample_id"])
+        wav = small_set / "samples" / r["sample_id"] / t["files"]["assistant"]
+        chunks = t["chunks"]
+        decided = decided_units(wav, len(chunks), t["chunk_s"], book)
+        timed = chunk_units(wav, len(chunks) + 1, t["chunk_s"], book)
+        assert decided.shape == (len(chunks), 25)
+        np.testing.assert_array_equal(decided, timed[1:])
+        for k in range(1, len(chunks)):
+            if chunks[k]["decision"] != "listen" and chunks[k - 1]["decision"] == "listen":
+                if not chunks[k]["text"]:
+                    continue
+                assert (decided[k] != SILENCE).any(), (r["sample_id"], k)  # its words
+                # still quiet (the last code's window reaches 12 ms into the next second)
+                assert (timed[k][:-1] == SILENCE).all(), (r["sample_id"], k)
+                checked += 1
+    assert checked >= 2
