@@ -29,17 +29,12 @@ key or a bad value is an error naming it.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from venus.errors import VenusError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 (JetPack 6)
-    import tomli as tomllib
+from venus.train.runlog import read_recipe
 
 __all__ = ["TrainConfig", "TrainConfigError", "load_train_config", "parse_train_config"]
 
@@ -132,11 +127,4 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
 def load_train_config(path: Path | None) -> TrainConfig:
     if path is None:
         return TrainConfig()
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise TrainConfigError(f"--config {path}: cannot be read ({e})") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise TrainConfigError(f"--config {path}: not valid TOML ({e})") from e
-    return parse_train_config(data, str(path))
+    return parse_train_config(read_recipe(path, TrainConfigError), str(path))

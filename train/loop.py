@@ -44,6 +44,7 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
+from venus.train.runlog import append, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
@@ -313,7 +314,7 @@ def train(
             part.load_state_dict(run.state[saved])
         step, baseline = run.state["step"], run.state["baseline"]
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
-        _truncate_history(history, step)
+        truncate_history(history, step)
     else:
         step, baseline = 0, evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
@@ -333,14 +334,14 @@ def train(
         sched.step()
         step += 1
         total = float(losses.total.detach())
-        _append(history, _step_record(step, total, losses, float(sched.get_last_lr()[0])))
+        append(history, _step_record(step, total, losses, float(sched.get_last_lr()[0])))
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
             rate = (shown - began) / max(1, step - resumed_from)
             write(_step_line(step, cfg.steps, total, losses, rate))
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             metrics = evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
-            _append(history, {"step": step, "validation": metrics})
+            append(history, {"step": step, "validation": metrics})
             write(_validation_line(step, metrics))
             state = {"model": model.state_dict(), "optim": optim.state_dict(),
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
@@ -425,24 +426,8 @@ def _validation_line(step: int, m: dict[str, float]) -> str:
 
 def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:
     """The resumable state, atomically, and the curves so far."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    save_state(path, state)
     plot_history(history, path.parent / "loss.png")
-
-
-def _append(path: Path, record: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def _truncate_history(path: Path, step: int) -> None:
-    """Drop history lines past the resumed state's step (steps run after it was saved)."""
-    if not path.is_file():
-        return
-    keep = [line for line in path.read_text("utf-8").splitlines()
-            if line and json.loads(line)["step"] <= step]  # fmt: skip
-    path.write_text("".join(line + "\n" for line in keep), "utf-8")
 
 
 def plot_history(history: Path, png: Path) -> bool:

@@ -47,17 +47,12 @@ an unknown key or a bad value is an error naming it.
 from __future__ import annotations
 
 import difflib
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from venus.errors import VenusError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 (JetPack 6)
-    import tomli as tomllib
+from venus.train.runlog import read_recipe
 
 __all__ = ["VoiceConfig", "VoiceConfigError", "load_voice_config", "parse_voice_config"]
 
@@ -231,11 +226,4 @@ def _check(cfg: VoiceConfig, source: str) -> None:
 def load_voice_config(path: Path | None) -> VoiceConfig:
     if path is None:
         return VoiceConfig()
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise VoiceConfigError(f"--config {path}: cannot be read ({e})") from e
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise VoiceConfigError(f"--config {path}: not valid TOML ({e})") from e
-    return parse_voice_config(data, str(path))
+    return parse_voice_config(read_recipe(path, VoiceConfigError), str(path))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -40,6 +39,7 @@ from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
 from venus.train.data import read_index
 from venus.train.loop import split
+from venus.train.runlog import append, save_state, truncate_history
 from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
@@ -336,7 +336,7 @@ def train_voice(
             part.load_state_dict(run.state[name])
         step, original = run.state["step"], run.state["wer_original"]
         write(f"train-voice: resuming {out} at step {step}/{cfg.steps}")
-        _truncate_history(history, step)
+        truncate_history(history, step)
     else:
         step, original = 0, run.measure.original()
         baseline = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
@@ -347,7 +347,7 @@ def train_voice(
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         record = parts.step(cfg, run, step)
         step += 1
-        _append(history, record)
+        append(history, record)
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
             rate = (shown - began) / max(1, step - resumed_from)
@@ -356,12 +356,12 @@ def train_voice(
                   f"ETA {rate * (cfg.steps - step):.0f} s")  # fmt: skip
         if step % cfg.train.checkpoint_every == 0 or step == cfg.steps:
             metrics = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
-            _append(history, {"step": step, "validation": metrics})
+            append(history, {"step": step, "validation": metrics})
             write(_measure_line(step, metrics))
             snapshot = {name: part.state_dict() for name, part in parts.named().items()}
             snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
                          "data": str(data.resolve())}  # fmt: skip
-            _save_state(run.work / "state.pt", snapshot)
+            save_state(run.work / "state.pt", snapshot)
             save_voice(out, parts.flow, parts.vocoder, step, metrics)
             (run.work / "metrics.json").write_text(
                 json.dumps({"step": step, "validation": metrics}, indent=2) + "\n", "utf-8"
@@ -392,26 +392,6 @@ def _measure_line(step: int, m: dict[str, float | None]) -> str:
         f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
         f"vocoder {m['vocoder_rtf']}"
     )
-
-
-def _save_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-
-
-def _append(path: Path, record: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def _truncate_history(path: Path, step: int) -> None:
-    """Drop history lines past the resumed state's step (steps run after it was saved)."""
-    if not path.is_file():
-        return
-    keep = [line for line in path.read_text("utf-8").splitlines()
-            if line and json.loads(line)["step"] <= step]  # fmt: skip
-    path.write_text("".join(line + "\n" for line in keep), "utf-8")
 
 
 def plot_voice_history(history: Path, png: Path) -> bool:

@@ -25,20 +25,6 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="module")
-def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    config = parse_config({
-        "samples": 6, "duration": {"min_s": 8.0, "max_s": 12.0},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    })  # fmt: skip
-    out = tmp_path_factory.mktemp("voice") / "set"
-    run(config, out, seed=2)
-    return out
-
-
 @pytest.mark.parametrize(
     "data, match",
     [

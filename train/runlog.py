@@ -1,0 +1,56 @@
+"""What `venus train` and `venus train-voice` share on disk: the recipe file read, the
+resumable state written atomically, and the history (JSON Lines, one record per step
+or checkpoint) cut back to the state's step on a resume. Imports no torch at the top:
+the commands read their recipe before they check that torch is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from venus.errors import VenusError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 (JetPack 6)
+    import tomli as tomllib
+
+__all__ = ["append", "read_recipe", "save_state", "truncate_history"]
+
+
+def read_recipe(path: Path, error: type[VenusError]) -> dict[str, Any]:
+    """``--config FILE`` as a TOML table; unreadable or invalid: ``error`` naming it."""
+    try:
+        with path.open("rb") as f:
+            table: dict[str, Any] = tomllib.load(f)
+            return table
+    except OSError as e:
+        raise error(f"--config {path}: cannot be read ({e})") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise error(f"--config {path}: not valid TOML ({e})") from e
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    """``state`` to ``path`` whole or not at all (a kill mid-write keeps the last one)."""
+    import torch  # here: the recipe readers above run before torch is known to be there
+
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def truncate_history(path: Path, step: int) -> None:
+    """Drop history lines past the resumed state's step (steps run after it was saved)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text("utf-8").splitlines()
+            if line and json.loads(line)["step"] <= step]  # fmt: skip
+    path.write_text("".join(line + "\n" for line in keep), "utf-8")
