@@ -47,22 +47,30 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd.set_defaults(run=_train)
 
 
-def _train(args: argparse.Namespace) -> int:
-    from venus.train.config import load_train_config
+def torch_entry(module: str, name: str) -> Any:
+    """``module.name``, imported now; without torch (the export extra) a clear error."""
+    import importlib
 
-    cfg = load_train_config(args.config)
     try:
-        from venus.train.loop import train
-    except ImportError as e:  # torch: the export extra
+        return getattr(importlib.import_module(module), name)
+    except ImportError as e:
         from venus.errors import VenusError
         from venus.export.cli import TORCH_MISSING
 
         raise VenusError(f"{TORCH_MISSING} ({e})") from None
 
-    def write(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)  # noqa: T201
 
-    result = train(cfg, args.data, args.out, write, voice=args.voice)
+def write_line(line: str) -> None:
+    """A progress line, on stderr at once."""
+    print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+
+def _train(args: argparse.Namespace) -> int:
+    from venus.train.config import load_train_config
+
+    cfg = load_train_config(args.config)
+    train = torch_entry("venus.train.loop", "train")
+    result = train(cfg, args.data, args.out, write_line, voice=args.voice)
     m = result.metrics
     print(  # noqa: T201
         f"{result.steps} steps; validation control accuracy "

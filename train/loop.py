@@ -44,7 +44,7 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
-from venus.train.runlog import append, save_state, truncate_history
+from venus.train.runlog import append, pyplot, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
@@ -433,15 +433,8 @@ def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:
 def plot_history(history: Path, png: Path) -> bool:
     """Training losses per step and validation figures per checkpoint, as a PNG; False
     (and a warning) without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning(
-            "matplotlib is not installed: no loss curves (pip install 'realtime-venus[eval]')"
-        )
+    plt = pyplot()
+    if plt is None:
         return False
     rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
     steps = [r for r in rows if "loss" in r]

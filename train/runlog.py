@@ -6,6 +6,7 @@ the commands read their recipe before they check that torch is installed."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -18,7 +19,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 (JetPack 6)
     import tomli as tomllib
 
-__all__ = ["append", "read_recipe", "save_state", "truncate_history"]
+__all__ = ["append", "pyplot", "read_recipe", "save_state", "truncate_history"]
+
+log = logging.getLogger(__name__)
 
 
 def read_recipe(path: Path, error: type[VenusError]) -> dict[str, Any]:
@@ -54,3 +57,18 @@ def truncate_history(path: Path, step: int) -> None:
     keep = [line for line in path.read_text("utf-8").splitlines()
             if line and json.loads(line)["step"] <= step]  # fmt: skip
     path.write_text("".join(line + "\n" for line in keep), "utf-8")
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only backend; None (and a warning) without it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning(
+            "matplotlib is not installed: no loss curves (pip install 'realtime-venus[eval]')"
+        )
+        return None
+    return plt

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +40,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _train_voice(args: argparse.Namespace) -> int:
+    from venus.train.cli import torch_entry, write_line
     from venus.train.voice_config import load_voice_config
 
     cfg = load_voice_config(args.config)
-    try:
-        from venus.train.voice_run import train_voice
-    except ImportError as e:  # torch: the export extra
-        from venus.errors import VenusError
-        from venus.export.cli import TORCH_MISSING
-
-        raise VenusError(f"{TORCH_MISSING} ({e})") from None
-
-    def write(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)  # noqa: T201
-
-    result = train_voice(cfg, args.data, args.out, write)
+    train_voice = torch_entry("venus.train.voice_run", "train_voice")
+    result = train_voice(cfg, args.data, args.out, write_line)
     m = result.metrics
 
     def pct(key: str) -> str:

@@ -39,7 +39,7 @@ from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
 from venus.train.data import read_index
 from venus.train.loop import split
-from venus.train.runlog import append, save_state, truncate_history
+from venus.train.runlog import append, pyplot, save_state, truncate_history
 from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
@@ -397,15 +397,8 @@ def _measure_line(step: int, m: dict[str, float | None]) -> str:
 def plot_voice_history(history: Path, png: Path) -> bool:
     """Training losses per step and the measured word error rates, as a PNG; False (and a
     warning) without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning(
-            "matplotlib is not installed: no loss curves (pip install 'realtime-venus[eval]')"
-        )
+    plt = pyplot()
+    if plt is None:
         return False
     rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
     vals = [r for r in rows if "validation" in r]
