@@ -15,6 +15,10 @@ the chunk it ends in (turns start on chunk boundaries), with the codes ``chunk_u
 gives (the whole sample's mel, encoded). `venus train` teaches the same codes one chunk
 earlier, in the chunk that decides them (``decided_units``).
 
+**Sine source.** A vocoder with ``source`` "sine" (``vocoder_source.py``) is trained with
+the f0 of the real audio (``pitch.track_f0``, per mel frame) driving its excitation
+(teacher forcing) and an f0 loss teaching its head, which drives it at inference.
+
 VOICE/ holds ``units.safetensors`` (the codebook), ``voice.json`` (the flow decoder's and
 vocoder's configs, the step, the latest measurement), ``flow_decoder.safetensors`` and
 ``vocoder.safetensors`` (each module's ``state_dict``) and ``train/`` (voice_run.py).
@@ -40,12 +44,19 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from venus.export.model.config import FlowDecoderConfig, ModelConfig, VocoderConfig
+from venus.export.model.config import (
+    FlowDecoderConfig,
+    ModelConfig,
+    VocoderConfig,
+    vocoder_to_dict,
+)
 from venus.export.model.flow import ROPE_THETA, FlowDecoder, chunk_noise, token_groups
 from venus.export.model.layers import rope_cos_sin
 from venus.export.model.venus import VenusModel
 from venus.export.model.vocoder import Vocoder
+from venus.export.model.vocoder_source import F0Prediction
 from venus.train.data import TrainDataError, trajectory
+from venus.train.pitch import f0_losses, track_f0
 from venus.train.speech_units import (
     ASSISTANT_WAV,
     FRAME_PAD,  # the output mel's framing, shared with log_mel below
@@ -91,6 +102,7 @@ class Reply:
     pcm: NDArray[np.int16]  # 24 kHz, HOP * FRAMES_PER_TOKEN samples a code
     z: NDArray[np.float32]  # [80, 2n] normalised output mel
     codes: NDArray[np.int64]  # [n]
+    f0: NDArray[np.float32] | None = None  # [2n] Hz, 0 unvoiced (pitch.track_f0), if tracked
 
     def audio(self) -> NDArray[np.float32]:
         out: NDArray[np.float32] = self.pcm.astype(np.float32) / PCM_SCALE
@@ -104,9 +116,10 @@ def reference_text(text: str) -> str:
 
 def load_replies(
     data: Path, records: Sequence[dict[str, Any]], codebook: Codebook, chunk_tokens: int,
-    progress: Callable[[int, int], None] = lambda _d, _t: None,
+    progress: Callable[[int, int], None] = lambda _d, _t: None, *, pitch: bool = False,
 ) -> list[Reply]:  # fmt: skip
-    """Every assistant turn of the records' samples (module doc)."""
+    """Every assistant turn of the records' samples (module doc); ``pitch``: with its f0
+    (for a vocoder with a sine source)."""
     out: list[Reply] = []
     per_chunk = chunk_tokens * FRAMES_PER_TOKEN * HOP
     for n, r in enumerate(records, start=1):
@@ -123,6 +136,7 @@ def load_replies(
         pcm[: len(speech)] = speech
         mel = output_mel(pcm)
         codes, z = codebook.encode(mel), codebook.stats.normalise(mel)
+        f0 = track_f0(pcm, mel.shape[1]) if pitch else None
         for turn in t["turns"]:
             if turn["speaker"] != "assistant":
                 continue
@@ -139,6 +153,7 @@ def load_replies(
                 np.round(wave * PCM_SCALE).astype(np.int16),
                 np.ascontiguousarray(z[:, a * FRAMES_PER_TOKEN : b * FRAMES_PER_TOKEN]),
                 codes[a:b].copy(),
+                None if f0 is None else f0[a * FRAMES_PER_TOKEN : b * FRAMES_PER_TOKEN].copy(),
             ))  # fmt: skip
         progress(n, len(records))
     return out
@@ -191,7 +206,7 @@ def save_voice(
     doc = {
         "format": FORMAT, "version": FORMAT_VERSION, "step": step, "mel": MEL_SPACE,
         "flow_decoder": _FLOW.dump_python(flow.cfg, mode="json"),
-        "vocoder": _VOCODER.dump_python(vocoder.cfg, mode="json"),
+        "vocoder": vocoder_to_dict(vocoder.cfg),
         "metrics": metrics,
     }  # fmt: skip
     _replace_file(out / VOICE_JSON, lambda p: p.write_text(json.dumps(doc, indent=2) + "\n"))
@@ -366,21 +381,44 @@ def mrstft_loss(out: Tensor, target: Tensor) -> Tensor:
 def vocoder_losses(
     vocoder: Vocoder, replies: Sequence[Reply], starts: Sequence[tuple[int, int]],
     frames: int, context: int,
-) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """(MR-STFT loss, log-mel L1) of segments of ``frames`` frames at (reply, frame)
-    ``starts``, each after ``context`` frames of the mel before it (zeros before the
-    reply, the daemon's reset), which the loss does not count."""
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """(MR-STFT loss, log-mel L1, f0 loss) of segments of ``frames`` frames at (reply,
+    frame) ``starts``, each after ``context`` frames of the mel before it (zeros before
+    the reply, the daemon's reset), which the losses do not count. With a sine source the
+    tracked f0 drives the excitation (teacher forcing) and the f0 loss (``pitch.f0_losses``,
+    L1 + BCE) teaches the head; without one the f0 loss is 0."""
+    source = vocoder.source
     mel = torch.zeros(len(starts), replies[0].z.shape[0], context + frames)
+    f0 = torch.zeros(len(starts), context + frames)
     wave = torch.zeros(len(starts), frames * HOP)
     for i, (r, f) in enumerate(starts):
         z, pcm = replies[r].z, replies[r].audio()
         a = max(0, f - context)
         part = z[:, a : f + frames]
-        mel[i, :, context - (f - a) : context - (f - a) + part.shape[1]] = torch.from_numpy(part)
+        at = context - (f - a)
+        mel[i, :, at : at + part.shape[1]] = torch.from_numpy(part)
+        if source is not None:
+            f0[i, at : at + part.shape[1]] = torch.from_numpy(_f0(replies[r])[a : f + frames])
         seg = pcm[f * HOP : (f + frames) * HOP]
         wave[i, : len(seg)] = torch.from_numpy(seg)
-    out = vocoder(mel)[:, context * HOP :]
-    return mrstft_loss(out, wave), (log_mel(out) - log_mel(wave)).abs().mean()
+    if source is None:
+        out, f0_loss = vocoder(mel), mel.new_zeros(())
+    else:
+        out = vocoder(mel, f0)
+        l1, bce = f0_losses(_tail(source.head(mel), context), f0[:, context:])
+        f0_loss = l1 + bce
+    out = out[:, context * HOP :]
+    return mrstft_loss(out, wave), (log_mel(out) - log_mel(wave)).abs().mean(), f0_loss
+
+
+def _f0(reply: Reply) -> NDArray[np.float32]:
+    if reply.f0 is None:
+        raise TrainDataError("a vocoder with a sine source needs replies loaded with pitch=True")
+    return reply.f0
+
+
+def _tail(pred: F0Prediction, context: int) -> F0Prediction:
+    return F0Prediction(pred.log_f0[:, context:], pred.voicing[:, context:])
 
 
 @torch.no_grad()

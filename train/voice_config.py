@@ -33,6 +33,9 @@ an unknown key or a bad value is an error naming it.
     channels = 128
     kernels = [3, 7]         # residual blocks per stage (their kernel sizes)
     dilations = [1, 3, 5]
+    source = "none"          # excitation: none, or "sine" (neural source-filter, f0 from the mel)
+    harmonics = 8            # sine: f0 and its overtones summed
+    f0_weight = 1.0          # sine: the f0 head's loss (ln f0 L1 + voicing BCE) beside the rest
 
     [train]
     preset = "tiny"          # the architecture the voice is for (tiny, tiny-audio)
@@ -49,7 +52,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from venus.errors import VenusError
 from venus.train.runlog import read_recipe
@@ -57,6 +60,7 @@ from venus.train.runlog import read_recipe
 __all__ = ["VoiceConfig", "VoiceConfigError", "load_voice_config", "parse_voice_config"]
 
 PRESETS = ("tiny", "tiny-audio")
+SOURCES = ("none", "sine")  # VocoderConfig.source
 
 
 class VoiceConfigError(VenusError):
@@ -102,6 +106,9 @@ class VocoderSection:
     channels: int = 128
     kernels: tuple[int, ...] = (3, 7)
     dilations: tuple[int, ...] = (1, 3, 5)
+    source: Literal["none", "sine"] = "none"  # parsed as a str, checked against SOURCES
+    harmonics: int = 8
+    f0_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,10 @@ def _check(cfg: VoiceConfig, source: str) -> None:
          "vocoder.kernels must be a non-empty list of sizes >= 1"),
         (bool(v.dilations) and all(d >= 1 for d in v.dilations),
          "vocoder.dilations must be a non-empty list of dilations >= 1"),
+        (v.source in SOURCES, f"vocoder.source must be one of {', '.join(SOURCES)}, "
+                              f"not {v.source!r}"),
+        (1 <= v.harmonics <= 64, "vocoder.harmonics must be in [1, 64]"),
+        (v.f0_weight >= 0, "vocoder.f0_weight must be >= 0"),
         (cfg.steps >= 1, "flow.steps or vocoder.steps must be at least 1"),
     ]  # fmt: skip
     for ok, message in checks:

@@ -12,9 +12,11 @@ error rate (PocketSphinx, the ``asr`` extra; skipped with a warning without it) 
 the original audio, (b) its mel through the vocoder, (c) its codes through the flow
 decoder and vocoder as the daemon streams them, and (units) its codes' centroids through
 the vocoder; the log-mel L1 of (b), (c) and (units) against the original; the flow
-decoder's and vocoder's compute time per second of audio. OUT/train/ holds
-``recipe.toml``, ``state.pt`` (written atomically), ``history.jsonl``, ``metrics.json``
-and ``loss.png``.
+decoder's and vocoder's compute time per second of audio; with a sine source, how the
+vocoder's f0 head agrees with the tracked f0 (median error in cents on frames both call
+voiced, ``f0_cents``; the share of frames whose voicing agrees, ``voicing_agreement``).
+OUT/train/ holds ``recipe.toml``, ``state.pt`` (written atomically), ``history.jsonl``,
+``metrics.json`` and ``loss.png``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
 from venus.train.data import read_index
 from venus.train.loop import split
+from venus.train.pitch import f0_agreement
 from venus.train.runlog import append, pyplot, save_state, truncate_history
 from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
@@ -65,7 +68,7 @@ FINAL_LR = 0.1  # of the peak, at a part's last step
 CONTEXT_FRAMES = 8  # mel before a vocoder segment, run but not scored (160 ms)
 PROBE_S = (1.5, 10.0)  # a measured reply's length
 WER_KEYS = ("wer_original", "wer_vocoder", "wer_chain", "wer_units")
-LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel")
+LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel", "vocoder_f0")
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ class Measure:
         was = flow.training, vocoder.training
         flow.eval()
         vocoder.eval()
-        voc, chain, units = [], [], []
+        voc, chain, units, f0_pred, f0_true = [], [], [], [], []
         l1 = dict.fromkeys(("vocoder", "chain", "units"), 0.0)
         flow_s = vocoder_s = audio_s = 0.0
         for i, r in enumerate(self.replies):
@@ -125,6 +128,9 @@ class Measure:
             began = time.perf_counter()
             voc.append(vocoder(z[None])[0])
             vocoder_s += time.perf_counter() - began
+            if vocoder.source is not None and r.f0 is not None:
+                f0_pred.append(vocoder.source.head(z[None]).hz()[0])
+                f0_true.append(torch.from_numpy(r.f0))
             began = time.perf_counter()
             z_chain, pcm = speak(flow, vocoder, r.codes, self.chunk_tokens, seed=i)
             flow_s += time.perf_counter() - began
@@ -138,12 +144,18 @@ class Measure:
         flow.train(was[0])
         vocoder.train(was[1])
         n = len(self.replies)
+        f0 = {}
+        if f0_pred:
+            cents, agree = f0_agreement(torch.cat(f0_pred), torch.cat(f0_true))
+            f0 = {"f0_cents": None if cents is None else round(cents, 1),
+                  "voicing_agreement": round(agree, 4)}  # fmt: skip
         return {
             "wer_vocoder": self.wer(voc), "wer_chain": self.wer(chain),
             "wer_units": self.wer(units),
             **{f"{k}_mel_l1": round(v / n, 4) if n else None for k, v in l1.items()},
             "vocoder_rtf": round(vocoder_s / audio_s, 4) if n else None,
             "flow_rtf": round(max(0.0, flow_s - vocoder_s) / audio_s, 4) if n else None,
+            **f0,
         }  # fmt: skip
 
 
@@ -175,7 +187,8 @@ def component_configs(cfg: VoiceConfig, codebook: int) -> tuple[FlowDecoderConfi
     if codebook > flow.codebook:
         raise VoiceConfigError(f"units.k {codebook} exceeds the model's {flow.codebook} codes")
     vocoder = replace(base.vocoder, channels=v.channels, resblock_kernels=v.kernels,
-                      resblock_dilations=v.dilations)  # fmt: skip
+                      resblock_dilations=v.dilations, source=v.source,
+                      harmonics=v.harmonics)  # fmt: skip
     return flow, vocoder
 
 
@@ -264,10 +277,12 @@ def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None])
         save_units(out, book)
     codebook = Codebook.load(out / UNITS_FILE)
     chunk = PRESETS[cfg.train.preset]().speech_tokens_per_chunk
-    replies = load_replies(data, train_recs, codebook, chunk, progress("loading replies"))
+    pitch = cfg.vocoder.source == "sine"
+    replies = load_replies(data, train_recs, codebook, chunk, progress("loading replies"),
+                           pitch=pitch)  # fmt: skip
     if not replies:
         raise VoiceConfigError(f"--data {data}: no assistant speech in the training split")
-    held = load_replies(data, val_recs, codebook, chunk) if val_recs else replies
+    held = load_replies(data, val_recs, codebook, chunk, pitch=pitch) if val_recs else replies
     recognizer = _recognizer(write) if cfg.eval.utterances else None
     measure = Measure(probes(held, cfg.eval.utterances, chunk), codebook, recognizer, chunk)
     lookahead = PRESETS[cfg.train.preset]().flow.lookahead_tokens
@@ -311,12 +326,17 @@ class _Parts:
                 record |= {"flow_loss": round(fm.item(), 5), "flow_prior": round(prior.item(), 5),
                            "flow_lr": self.sch_f.get_last_lr()[0]}  # fmt: skip
             if step < cfg.vocoder.steps:
-                stft, mel = vocoder_losses(self.vocoder, run.replies, run.draws.vocoder(step),
-                                           run.draws.frames, CONTEXT_FRAMES)  # fmt: skip
-                _update(self.opt_v, self.sch_v, self.vocoder, stft + cfg.vocoder.mel_weight * mel)
+                v = cfg.vocoder
+                stft, mel, f0 = vocoder_losses(self.vocoder, run.replies,
+                                               run.draws.vocoder(step), run.draws.frames,
+                                               CONTEXT_FRAMES)  # fmt: skip
+                loss = stft + v.mel_weight * mel + v.f0_weight * f0
+                _update(self.opt_v, self.sch_v, self.vocoder, loss)
                 record |= {"vocoder_loss": round(stft.item(), 5),
                            "vocoder_mel": round(mel.item(), 5),
                            "vocoder_lr": self.sch_v.get_last_lr()[0]}  # fmt: skip
+                if v.source != "none":
+                    record["vocoder_f0"] = round(f0.item(), 5)
         return record
 
 
@@ -385,12 +405,15 @@ def _pct(x: float | None) -> str:
 
 
 def _measure_line(step: int, m: dict[str, float | None]) -> str:
+    f0 = ""
+    if "voicing_agreement" in m:
+        f0 = f"; f0 head {m['f0_cents']} cents, voicing {_pct(m['voicing_agreement'])}"
     return (
         f"train-voice: measured at step {step}: WER original {_pct(m['wer_original'])}, "
         f"vocoder {_pct(m['wer_vocoder'])}, chain {_pct(m['wer_chain'])} (units "
         f"{_pct(m['wer_units'])}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
         f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
-        f"vocoder {m['vocoder_rtf']}"
+        f"vocoder {m['vocoder_rtf']}{f0}"
     )
 
 

@@ -157,7 +157,13 @@ class FlowDecoderConfig:
 
 @dataclass(config=_CFG)
 class VocoderConfig:
-    """Causal HiFi-GAN-style vocoder: mel (50 Hz) -> 24 kHz PCM, streamable sample-exact."""
+    """Causal HiFi-GAN-style vocoder: mel (50 Hz) -> 24 kHz PCM, streamable sample-exact.
+
+    ``source`` "sine" adds a neural-source-filter excitation (``vocoder_source.py``): a
+    harmonic sine of an f0 the vocoder predicts from the mel, ``harmonics`` of them.
+    The source fields are written only when ``source`` is not "none" (``SOURCE_FIELDS``),
+    so a config without a source reads and writes as it did before they existed.
+    """
 
     mel_bins: int = Field(default=80, ge=1)
     sample_rate: int = Field(default=24000, ge=8000)
@@ -166,6 +172,8 @@ class VocoderConfig:
     kernel_size: int = Field(default=7, ge=1)
     resblock_kernels: tuple[int, ...] = (3, 7, 11)
     resblock_dilations: tuple[int, ...] = (1, 3, 5)
+    source: Literal["none", "sine"] = "none"  # excitation injected into the upsampling
+    harmonics: int = Field(default=8, ge=1, le=64)  # sine source: f0 and its overtones
 
     @property
     def hop(self) -> int:
@@ -289,14 +297,26 @@ PRESETS = {
 }
 
 _ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
+_VOCODER: TypeAdapter[VocoderConfig] = TypeAdapter(VocoderConfig)
+
+
+# VocoderConfig fields written only when the vocoder has a source (its docstring).
+SOURCE_FIELDS = ("source", "harmonics")
+
+
+def vocoder_to_dict(cfg: VocoderConfig) -> dict[str, Any]:
+    """``cfg`` as JSON values, without ``SOURCE_FIELDS`` when it has no source."""
+    out: dict[str, Any] = _VOCODER.dump_python(cfg, mode="json")
+    if cfg.source == "none":
+        for name in SOURCE_FIELDS:
+            del out[name]
+    return out
 
 
 def config_to_dict(cfg: ModelConfig) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "model": _ADAPTER.dump_python(cfg, mode="json"),
-    }
+    model: dict[str, Any] = _ADAPTER.dump_python(cfg, mode="json")
+    model["vocoder"] = vocoder_to_dict(cfg.vocoder)
+    return {"format": FORMAT, "version": FORMAT_VERSION, "model": model}
 
 
 def config_from_dict(data: Any, source: str) -> ModelConfig:
@@ -348,6 +368,7 @@ def resolve_config(name_or_path: str) -> ModelConfig:
 __all__ = [
     "CONTROL_TOKENS",
     "PRESETS",
+    "SOURCE_FIELDS",
     "SPECIAL_TOKENS",
     "AudioEncoderConfig",
     "BackboneConfig",
@@ -360,4 +381,5 @@ __all__ = [
     "replace",
     "resolve_config",
     "save_config",
+    "vocoder_to_dict",
 ]

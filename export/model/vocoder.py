@@ -10,6 +10,11 @@ x r, causal conv (kernel 2r) halving the channels, then the mean of one residual
 per ``resblock_kernels`` entry (causal dilated convs over ``resblock_dilations``); leaky
 ReLU, causal post-conv to 1 channel, tanh. Mel is ``[batch, mel_bins, frames]``, PCM
 ``[batch, frames * hop]`` in [-1, 1].
+
+With ``source`` "sine" (``vocoder_source.py``) each stage also adds a harmonic excitation
+of an f0 predicted from the mel after its upsampling conv; the sine's phase is one more
+piece of streaming state (``VocoderState.phase``, [B, 1] cycles). Without a source the
+vocoder has exactly its former modules, weights and conv slots.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from torch import Tensor, nn
 
+from venus.export.model.causal import CausalConv1d, ConvCaches
+from venus.export.model.causal import causal as _causal
 from venus.export.model.config import VocoderConfig
+from venus.export.model.vocoder_source import SineSource
 
 LRELU_SLOPE = 0.1  # HiFi-GAN's leaky ReLU slope
 INIT_RMS = 0.1  # a random vocoder's level (-20 dBFS) on unit-variance mel, see calibrate_init
@@ -36,49 +44,6 @@ def stage_channels(cfg: VocoderConfig) -> list[int]:
     return [cfg.channels] + [
         max(cfg.channels // 2 ** (i + 1), floor) for i in range(len(cfg.upsample_rates))
     ]
-
-
-class CausalConv1d(nn.Conv1d):
-    """Conv1d padded on the left only; ``stream`` carries the left context between chunks.
-
-    ``slot`` is this conv's index in ``VocoderState.caches`` (set by the vocoder).
-    """
-
-    def __init__(self, cin: int, cout: int, kernel: int, dilation: int = 1) -> None:
-        super().__init__(cin, cout, kernel, dilation=dilation)
-        self.context = (kernel - 1) * dilation  # input samples of history each output needs
-        self.slot = -1
-
-    def forward(self, x: Tensor) -> Tensor:
-        """x [B, cin, T] (zeros before the start) -> [B, cout, T]."""
-        y: Tensor = self._conv_forward(F.pad(x, (self.context, 0)), self.weight, self.bias)
-        return y
-
-    def stream(self, x: Tensor, cache: Tensor) -> tuple[Tensor, Tensor]:
-        """x [B, cin, T], cache [B, cin, context] (the previous input) -> (y, new cache)."""
-        full = torch.cat((cache, x), dim=-1)
-        y: Tensor = self._conv_forward(full, self.weight, self.bias)
-        return y, full[..., full.shape[-1] - self.context :]
-
-    def apply_cached(self, x: Tensor, caches: ConvCaches | None) -> Tensor:
-        """One-shot when ``caches`` is None, else stream through this conv's slot."""
-        if caches is None:
-            return self.forward(x)
-        y, caches.new[self.slot] = self.stream(x, caches.old[self.slot])
-        return y
-
-
-def _causal(convs: nn.ModuleList) -> Iterable[CausalConv1d]:
-    """The ModuleList's convs, typed (a ModuleList iterates as plain ``nn.Module``)."""
-    return cast("Iterable[CausalConv1d]", convs)
-
-
-@dataclass
-class ConvCaches:
-    """Left contexts of every causal conv by slot: read ``old``, written into ``new``."""
-
-    old: list[Tensor]
-    new: list[Tensor]
 
 
 class ResBlock(nn.Module):
@@ -99,12 +64,16 @@ class ResBlock(nn.Module):
 
 @dataclass
 class VocoderState:
-    """One stream's vocoder state: each causal conv's last ``context`` input samples."""
+    """One stream's vocoder state: each causal conv's last ``context`` input samples, and
+    the sine source's phase ([B, 1] cycles; None without a source)."""
 
     caches: list[Tensor]  # by conv slot, [B, conv in-channels, conv context]
+    phase: Tensor | None = None
 
     def reset(self) -> None:
         self.caches = [torch.zeros_like(c) for c in self.caches]
+        if self.phase is not None:
+            self.phase = torch.zeros_like(self.phase)
 
 
 class Vocoder(nn.Module):
@@ -123,6 +92,7 @@ class Vocoder(nn.Module):
             for i in range(len(cfg.upsample_rates))
         )
         self.conv_post = CausalConv1d(ch[-1], 1, cfg.kernel_size)
+        self.source = SineSource(cfg, ch[1:]) if cfg.source == "sine" else None
         self.convs = [m for m in self.modules() if isinstance(m, CausalConv1d)]
         for slot, conv in enumerate(self.convs):
             conv.slot = slot
@@ -135,43 +105,79 @@ class Vocoder(nn.Module):
         weights are loaded over it. Unit variance is what the flow decoder starts from.
         """
         mel = torch.randn((1, self.cfg.mel_bins, CALIBRATION_FRAMES), generator=gen)
-        x = self.conv_post.apply_cached(F.leaky_relu(self._features(mel, None), LRELU_SLOPE), None)
+        x, _ = self._features(mel, None, None, self._start_phase(1))
+        x = self.conv_post.apply_cached(F.leaky_relu(x, LRELU_SLOPE), None)
         rms = float(x.pow(2).mean().sqrt())
         if rms > 0.0:
             self.conv_post.weight.mul_(INIT_RMS / rms)
 
-    def _features(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
+    def _start_phase(self, batch: int) -> Tensor | None:
+        """The sine source's phase at a stream's start; None without a source."""
+        if self.source is None:
+            return None
+        return next(self.parameters()).new_zeros(batch, 1)
+
+    def _features(
+        self, mel: Tensor, caches: ConvCaches | None, f0: Tensor | None, phase: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """-> (the last stage's output, the source's phase after it)."""
+        excitation: list[Tensor | None] = [None] * len(self.cfg.upsample_rates)
+        if self.source is not None and phase is not None:
+            parts, phase = self.source(mel, f0, phase, caches)
+            excitation = list(parts)
         x = self.conv_pre.apply_cached(mel, caches)
         blocks_per_stage = cast("Iterable[nn.ModuleList]", self.resblocks)
-        stages = zip(self.cfg.upsample_rates, _causal(self.ups), blocks_per_stage, strict=True)
-        for r, up, blocks in stages:
+        stages = zip(
+            self.cfg.upsample_rates, _causal(self.ups), blocks_per_stage, excitation, strict=True
+        )
+        for r, up, blocks, source in stages:
             x = F.leaky_relu(x, LRELU_SLOPE).repeat_interleave(r, dim=-1)
             x = up.apply_cached(x, caches)
+            if source is not None:
+                x = x + source
             total = torch.zeros_like(x)
             for block in blocks:
                 total = total + block(x, caches)
             x = total / len(blocks)
-        return x
+        return x, phase
 
-    def _run(self, mel: Tensor, caches: ConvCaches | None) -> Tensor:
-        x = self._features(mel, caches)
+    def _run(
+        self, mel: Tensor, caches: ConvCaches | None, f0: Tensor | None, phase: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        x, phase = self._features(mel, caches, f0, phase)
         x = self.conv_post.apply_cached(F.leaky_relu(x, LRELU_SLOPE), caches)
-        return torch.tanh(x).squeeze(1)
+        return torch.tanh(x).squeeze(1), phase
 
-    def forward(self, mel: Tensor) -> Tensor:
-        """One shot: mel [B, mel_bins, frames] -> PCM [B, frames * hop] at 24 kHz."""
-        return self._run(mel, None)
+    def forward(self, mel: Tensor, f0: Tensor | None = None) -> Tensor:
+        """One shot: mel [B, mel_bins, frames] -> PCM [B, frames * hop] at 24 kHz.
 
-    def stream(self, mel: Tensor, caches: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        """Pure streaming step (the exportable form): -> (PCM [B, frames * hop], new caches)."""
+        ``f0`` [B, frames] Hz (0: unvoiced) drives the sine source instead of the head's
+        prediction (training's teacher forcing); without a source it must be None.
+        """
+        if f0 is not None and self.source is None:
+            raise ValueError("vocoder: f0 given to a vocoder without a source")
+        pcm, _ = self._run(mel, None, f0, self._start_phase(mel.shape[0]))
+        return pcm
+
+    def stream(
+        self, mel: Tensor, caches: list[Tensor], phase: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor], Tensor | None]:
+        """Pure streaming step (the exportable form) -> (PCM [B, frames * hop], new caches,
+        the source's new phase). ``phase`` [B, 1]: required with a source, else None."""
+        if (phase is None) != (self.source is None):
+            raise ValueError(
+                f"vocoder with source {self.cfg.source!r}: the phase must be "
+                f"{'given' if self.source is not None else 'None'}"
+            )
         io = ConvCaches(old=caches, new=list(caches))
-        pcm = self._run(mel, io)
-        return pcm, io.new
+        pcm, phase = self._run(mel, io, None, phase)
+        return pcm, io.new, phase
 
     def new_state(self, batch: int = 1) -> VocoderState:
         p = next(self.parameters())
         return VocoderState(
-            caches=[p.new_zeros(batch, c.in_channels, c.context) for c in self.convs]
+            caches=[p.new_zeros(batch, c.in_channels, c.context) for c in self.convs],
+            phase=self._start_phase(batch),
         )
 
     def step(self, mel: Tensor, state: VocoderState) -> Tensor:
@@ -181,5 +187,5 @@ class Vocoder(nn.Module):
                 f"vocoder got mel of shape {tuple(mel.shape)}; expected [batch, "
                 f"{self.cfg.mel_bins}, frames]"
             )
-        pcm, state.caches = self.stream(mel, state.caches)
+        pcm, state.caches, state.phase = self.stream(mel, state.caches, state.phase)
         return pcm

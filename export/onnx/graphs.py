@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from venus.errors import ExportError
 from venus.export.model.audio import AudioEncoder
 from venus.export.model.backbone import DecoderStack
 from venus.export.model.flow import ROPE_THETA, FlowDecoder
@@ -173,5 +174,20 @@ class VocoderGraph(nn.Module):
         self.vocoder = vocoder
 
     def forward(self, mel: Tensor, *past_conv: Tensor) -> tuple[Tensor, ...]:
-        pcm, caches = self.vocoder.stream(mel, list(past_conv))
+        pcm, caches, _ = self.vocoder.stream(mel, list(past_conv))
         return (pcm, *caches)
+
+
+class SineVocoderGraph(nn.Module):
+    """``Vocoder.stream`` of a vocoder with a sine source: as ``VocoderGraph`` with the
+    source's phase after the mel, past_phase [batch, 1] -> present_phase [batch, 1]."""
+
+    def __init__(self, vocoder: Vocoder) -> None:
+        super().__init__()
+        self.vocoder = vocoder
+
+    def forward(self, mel: Tensor, past_phase: Tensor, *past_conv: Tensor) -> tuple[Tensor, ...]:
+        pcm, caches, phase = self.vocoder.stream(mel, list(past_conv), past_phase)
+        if phase is None:
+            raise ExportError("SineVocoderGraph needs a vocoder with a sine source")
+        return (pcm, phase, *caches)

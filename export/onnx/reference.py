@@ -64,10 +64,12 @@ def reference(
         return _flow(model, inputs, padding)
     if name == "vocoder":
         vstate = VocoderState(
-            caches=[inputs[f"past_conv.{k}"] for k in range(len(model.vocoder.convs))]
+            caches=[inputs[f"past_conv.{k}"] for k in range(len(model.vocoder.convs))],
+            phase=inputs.get("past_phase"),  # a sine source's
         )
         pcm = model.vocoder.step(inputs["mel"], vstate)
-        return {"pcm": pcm} | {f"present_conv.{k}": c for k, c in enumerate(vstate.caches)}
+        phase = {} if vstate.phase is None else {"present_phase": vstate.phase}
+        return {"pcm": pcm} | phase | {f"present_conv.{k}": c for k, c in enumerate(vstate.caches)}
     raise ExportError(f"no reference for a graph named {name!r}")
 
 

@@ -202,10 +202,20 @@ def _vocoder(model: VenusModel) -> GraphSpec:
             for k, c in enumerate(convs)
         )
 
-    return GraphSpec(
+    mel = TensorTemplate("mel", "float", ("batch", v.mel_bins, "frames"))
+    pcm = TensorTemplate("pcm", "float", ("batch", frames))
+    if v.source == "none":
+        return GraphSpec(
+            "vocoder",
+            graphs.VocoderGraph(model.vocoder),
+            (mel, *conv("past_conv")),
+            (pcm, *conv("present_conv")),
+            varargs=len(convs),
+        )
+    return GraphSpec(  # the sine source's phase, in cycles, after the mel
         "vocoder",
-        graphs.VocoderGraph(model.vocoder),
-        (TensorTemplate("mel", "float", ("batch", v.mel_bins, "frames")), *conv("past_conv")),
-        (TensorTemplate("pcm", "float", ("batch", frames)), *conv("present_conv")),
+        graphs.SineVocoderGraph(model.vocoder),
+        (mel, TensorTemplate("past_phase", "float", ("batch", 1)), *conv("past_conv")),
+        (pcm, TensorTemplate("present_phase", "float", ("batch", 1)), *conv("present_conv")),
         varargs=len(convs),
     )

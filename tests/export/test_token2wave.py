@@ -1,6 +1,9 @@
-"""Token-to-wave (flow decoder + vocoder): streaming equals one-shot, causality, lengths."""
+"""Token-to-wave (flow decoder + vocoder, with and without its sine source): streaming
+equals one-shot, causality, lengths."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -20,10 +23,16 @@ def flow() -> FlowDecoder:
     return FlowDecoder(PRESETS["tiny"]().flow).eval()
 
 
-@pytest.fixture(scope="module")
-def vocoder() -> Vocoder:
+@pytest.fixture(scope="module", params=["none", "sine"])
+def vocoder(request: pytest.FixtureRequest) -> Vocoder:
+    """The tiny vocoder, and with a sine source (its f0 head voiced throughout, so the
+    phase it carries counts everywhere)."""
     torch.manual_seed(0)
-    return Vocoder(PRESETS["tiny"]().vocoder).eval()
+    vocoder = Vocoder(replace(PRESETS["tiny"]().vocoder, source=request.param))
+    if vocoder.source is not None:
+        with torch.no_grad():
+            vocoder.source.head.proj.bias[1] = 4.0
+    return vocoder.eval()
 
 
 def rel_err(a: Tensor, ref: Tensor) -> float:

@@ -38,6 +38,12 @@ def one_thread() -> Iterator[None]:
         ({"units": {"k": 7000}}, r"units\.k must be in \[2, 6561\]"),
         ({"train": {"preset": "venus-9b"}}, r"train\.preset must be one of tiny, tiny-audio"),
         ({"flow": {"steps": 0}, "vocoder": {"steps": 0}}, r"flow\.steps or vocoder\.steps"),
+        (
+            {"vocoder": {"source": "noise"}},
+            r"vocoder\.source must be one of none, sine, not 'noise'",
+        ),
+        ({"vocoder": {"harmonics": 0}}, r"vocoder\.harmonics must be in \[1, 64\]"),
+        ({"vocoder": {"f0_weight": -1}}, r"vocoder\.f0_weight must be >= 0"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -139,7 +145,7 @@ def test_losses_fall_on_one_reply(small_set: Path) -> None:
         opt_f.zero_grad()
         (fm + prior).backward()  # type: ignore[no-untyped-call]
         opt_f.step()
-        stft, mel = vocoder_losses(vocoder, [reply], segments, 25, 8)
+        stft, mel, _ = vocoder_losses(vocoder, [reply], segments, 25, 8)
         opt_v.zero_grad()
         (stft + mel).backward()  # type: ignore[no-untyped-call]
         opt_v.step()
@@ -148,14 +154,66 @@ def test_losses_fall_on_one_reply(small_set: Path) -> None:
     assert after[1] < 0.7 * before[1], (before, after)
 
 
-def quick(steps: int, utterances: int = 0) -> VoiceConfig:
+def test_the_f0_of_a_tone_is_tracked_at_each_frame() -> None:
+    """A 150 Hz tone with overtones after 0.3 s of silence, at the output mel's frames."""
+    from venus.train.pitch import track_f0
+
+    t = np.arange(24000) / 24000
+    tone = sum(0.3 / k * np.sin(2 * np.pi * 150 * k * t) for k in range(1, 5))
+    pcm = np.concatenate((np.zeros(7200), tone)).astype(np.float32)
+    f0 = track_f0(pcm, len(pcm) // 480)
+    assert f0.shape == (65,) and f0.dtype == np.float32
+    assert not f0[:13].any()  # silence: unvoiced
+    np.testing.assert_allclose(f0[18:62], 150.0, rtol=0.01)
+    assert not track_f0(pcm[:500], 1).any()  # shorter than one analysis: unvoiced
+
+
+def test_a_sine_source_learns_the_f0_of_one_reply(small_set: Path) -> None:
+    """The replies carry their tracked f0; the f0 head's loss falls under half its start
+    while the waveform losses are taught with the tracked f0."""
+    from venus.export.model.config import VocoderConfig
+    from venus.export.model.init import init_component
+    from venus.export.model.vocoder import Vocoder
+    from venus.train.data import read_index
+    from venus.train.speech_units import fit_units
+    from venus.train.voice import load_replies, vocoder_losses
+
+    records = read_index(small_set)
+    _, book = fit_units(small_set, records, 32, iterations=5)
+    replies = load_replies(small_set, records[:3], book, 25, pitch=True)
+    reply = max(replies, key=lambda r: len(r.codes))
+    assert reply.f0 is not None and reply.f0.shape == (reply.z.shape[1],)
+    assert (
+        0.1 < float((reply.f0 > 0).mean()) < 0.95 and 60 < np.median(reply.f0[reply.f0 > 0]) < 400
+    )
+    assert load_replies(small_set, records[:1], book, 25)[0].f0 is None
+    vocoder = Vocoder(VocoderConfig(channels=32, resblock_kernels=(3,), resblock_dilations=(1,),
+                                    source="sine", harmonics=4))  # fmt: skip
+    init_component(vocoder, 0, "vocoder")
+    segments = [(0, f) for f in range(0, reply.z.shape[1] - 25, 25)][:4]
+    plain = Vocoder(VocoderConfig(channels=32, resblock_kernels=(3,), resblock_dilations=(1,)))
+    assert float(vocoder_losses(plain, [reply], segments, 25, 8)[2]) == 0.0
+    with torch.no_grad():
+        before = float(vocoder_losses(vocoder, [reply], segments, 25, 8)[2])
+    opt = torch.optim.AdamW(vocoder.parameters(), lr=3e-3)
+    for _ in range(30):
+        stft, mel, f0 = vocoder_losses(vocoder, [reply], segments, 25, 8)
+        opt.zero_grad()
+        (stft + mel + f0).backward()  # type: ignore[no-untyped-call]
+        opt.step()
+    with torch.no_grad():
+        after = float(vocoder_losses(vocoder, [reply], segments, 25, 8)[2])
+    assert after < 0.5 * before, (before, after)
+
+
+def quick(steps: int, utterances: int = 0, source: str = "none") -> VoiceConfig:
     return parse_voice_config({
         "data": {"validation": 0.34},
         "units": {"k": 32, "iterations": 5},
         "flow": {"steps": steps, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
                  "d_model": 32, "ffn_dim": 64},
         "vocoder": {"steps": steps - 1, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
-                    "channels": 16, "kernels": [3], "dilations": [1, 3]},
+                    "channels": 16, "kernels": [3], "dilations": [1, 3], "source": source},
         "train": {"checkpoint_every": 2, "threads": 1},
         "eval": {"utterances": utterances},
     })  # fmt: skip
@@ -189,9 +247,10 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
 def test_the_voice_loads_into_the_model_and_is_measured(
     small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Through the CLI: VOICE's weights load into a `VenusModel` built with its configs;
-    the held-out measurement runs (word error rates with PocketSphinx, when installed);
-    another recipe into the same VOICE is refused."""
+    """Through the CLI, with a sine source: VOICE's weights load into a `VenusModel` built
+    with its configs; the held-out measurement runs (word error rates with PocketSphinx,
+    when installed; the f0 head's agreement); another recipe into the same VOICE is
+    refused."""
     import tomli_w
 
     from venus.cli import main
@@ -202,13 +261,14 @@ def test_the_voice_loads_into_the_model_and_is_measured(
     from venus.train.voice import load_voice, load_voice_weights
 
     recipe = tmp_path / "voice.toml"
-    recipe.write_text(tomli_w.dumps(quick(2, utterances=1).to_toml_dict()))
+    recipe.write_text(tomli_w.dumps(quick(2, utterances=1, source="sine").to_toml_dict()))
     out = tmp_path / "voice"
     args = ["train-voice", "--config", str(recipe), "--data", str(small_set), "--out", str(out)]
     assert main(args) == 0
     assert "held-out word error rate" in capsys.readouterr().out
     voice = load_voice(out)
     assert voice.step == 2 and voice.flow.d_model == 32 and voice.vocoder.channels == 16
+    assert voice.vocoder.source == "sine"
     assert voice.codebook.size == 32
     assert np.array_equal(
         voice.codebook.centroids, Codebook.load(out / "units.safetensors").centroids
@@ -222,6 +282,7 @@ def test_the_voice_loads_into_the_model_and_is_measured(
         assert torch.equal(tensor, state["vocoder"][name])
     metrics = json.loads((out / "train" / "metrics.json").read_text())["validation"]
     assert metrics["chain_mel_l1"] > 0 and metrics["vocoder_rtf"] > 0
+    assert 0 <= metrics["voicing_agreement"] <= 1  # the sine source's f0 head, measured
     try:
         import jiwer  # noqa: F401
         import pocketsphinx  # noqa: F401
