@@ -19,6 +19,7 @@ from torch import Tensor
 
 from venus.export.model.venus import VenusModel
 from venus.train.data import Example
+from venus.train.heard import Heard, HeardResult, ListenHead, heard_loss, shifted
 from venus.train.layout import AUDIO, IGNORE, VISION
 from venus.train.speech_batch import SpeechBatch, reply_rows, speech_batch, speech_loss
 
@@ -33,11 +34,14 @@ class Batch:
     labels: Tensor  # [B, L]
     decision: Tensor  # [B, L] bool
     turn: Tensor  # [B, L] bool: a decision that starts a reply or yields (layout.py)
+    opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
     mask: Tensor  # [B, L] 1 where real
     mel: Tensor  # [B, 80, max_chunks * 100]
     frames: Tensor | None  # [F, 3, S, S] every example's frames, concatenated
     frame_offset: Tensor  # [B] where each example's frames start in ``frames``
     speech: SpeechBatch | None = None  # the speech decoder's rows (examples with units)
+    heard: tuple[tuple[Heard, ...], ...] = ()  # per row, the user turns it holds (heard.py)
+    chunks: tuple[int, ...] = ()  # per row, its chunks (the rest of ``mel`` is padding)
 
 
 @dataclass
@@ -54,9 +58,12 @@ class Losses:
     turns_right: int
     text_tokens: int
     text_right: int
+    opening_tokens: int  # text targets in the chunks that start a reply
+    opening_right: int
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
+    heard: HeardResult | None = None  # the listening loss (with a ListenHead)
 
 
 def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = None) -> Batch:
@@ -89,6 +96,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         labels=field("labels", IGNORE),
         decision=field("decision", 0).bool(),
         turn=field("turn", 0).bool(),
+        opening=field("opening", 0).bool(),
         mask=torch.from_numpy(
             np.array([[1] * len(e.layout) + [0] * (length - len(e.layout)) for e in examples])
         ),
@@ -96,6 +104,8 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         frames=torch.from_numpy(np.concatenate(images)) if images else None,
         frame_offset=torch.tensor(offsets, dtype=torch.int64),
         speech=None if speech_ids is None else _speech_rows(examples, *speech_ids),
+        heard=tuple(shifted(e.heard, e.start, len(e.chunks)) for e in examples),
+        chunks=tuple(len(e.chunks) for e in examples),
     )
 
 
@@ -108,9 +118,14 @@ def _speech_rows(examples: Sequence[Example], start: int, end: int) -> SpeechBat
 
 def embeddings(model: VenusModel, batch: Batch) -> Tensor:
     """The backbone's input: token embeddings with the audio and vision tokens spliced in."""
+    return _embed(model, batch)[0]
+
+
+def _embed(model: VenusModel, batch: Batch) -> tuple[Tensor, Tensor]:
+    """``embeddings`` and the audio encoder's frames before pooling [B, chunks * 50, d]."""
     bb = model.backbone
     emb: Tensor = bb.embed(batch.ids)
-    audio = model.audio_encoder.encode_chunks(batch.mel)  # [B, chunks * per_chunk, H]
+    audio, frames = model.audio_encoder.encode_chunk_frames(batch.mel)  # [B, chunks * 10, H]
     rows, cols = torch.nonzero(batch.kind == AUDIO, as_tuple=True)
     emb = emb.index_put((rows, cols), audio[rows, batch.slot[rows, cols]])
     if batch.frames is not None and model.vision_encoder is not None:
@@ -120,7 +135,7 @@ def embeddings(model: VenusModel, batch: Batch) -> Tensor:
         slot = batch.slot[rows, cols]
         frame = batch.frame_offset[rows] + torch.div(slot, q, rounding_mode="floor")
         emb = emb.index_put((rows, cols), vision[frame, slot % q])
-    return emb
+    return emb, frames
 
 
 def forward_losses(
@@ -131,13 +146,18 @@ def forward_losses(
     speech_weight: float = 1.0,
     speech_grad: bool = False,
     turn_weight: float = 1.0,
+    listen: ListenHead | None = None,
+    ctc_weight: float = 0.0,
+    reply_weight: float = 1.0,
 ) -> Losses:
     """Teacher-forced logits and the losses (module doc). With speech rows in the batch,
     also the speech decoder's loss, on the backbone's hidden states (detached unless
     ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
-    course count ``turn_weight`` times in the decision loss."""
+    course count ``turn_weight`` times in the decision loss. With ``listen``, the
+    listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
+    targets of a reply's first chunk (``opening``) count ``reply_weight`` times."""
     bb = model.backbone
-    emb = embeddings(model, batch)
+    emb, frames = _embed(model, batch)
     b, length = batch.ids.shape
     positions = torch.arange(length)[None].expand(b, length)
     empty = bb.new_cache(b)
@@ -159,13 +179,26 @@ def forward_losses(
 
     text_mask = (labels != IGNORE) & ~batch.decision
     t_logits, t_target = logits[text_mask], labels[text_mask]
-    text_loss = F.cross_entropy(t_logits, t_target) if len(t_target) else logits.sum() * 0
+    t_open = batch.opening[text_mask]
+    if len(t_target):
+        weight = 1.0 + (reply_weight - 1.0) * t_open.float()
+        each = F.cross_entropy(t_logits, t_target, reduction="none")
+        text_loss = (each * weight).sum() / weight.sum()
+    else:
+        text_loss = logits.sum() * 0
+    t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
     speech = None
     if batch.speech is not None:
         cond = hidden if speech_grad else hidden.detach()
         speech = speech_loss(model.speech_decoder, cond, batch.speech)
         total = total + speech_weight * speech.loss
+    heard = None
+    if listen is not None:
+        per_chunk = model.audio_encoder.frames_per_chunk
+        heard = heard_loss(listen, frames, batch.heard, batch.chunks, per_chunk)
+        if heard is not None:
+            total = total + ctc_weight * heard.loss
     said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks
     return Losses(
         total=total,
@@ -179,8 +212,11 @@ def forward_losses(
         turns=int(batch.turn.sum()),
         turns_right=int(((d_pred == d_target) & batch.turn[d_rows, d_cols]).sum()),
         text_tokens=len(t_target),
-        text_right=int((t_logits.argmax(dim=1) == t_target).sum()),
+        text_right=int(t_right.sum()),
+        opening_tokens=int(t_open.sum()),
+        opening_right=int((t_right & t_open).sum()),
         speech=None if speech is None else speech.loss.detach(),
         speech_tokens=0 if speech is None else speech.tokens,
         speech_right=0 if speech is None else speech.right,
+        heard=heard,
     )

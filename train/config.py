@@ -19,10 +19,12 @@ key or a bad value is an error naming it.
     weight_decay = 0.01
     decision_weight = 1.0    # the decision loss's weight beside the text loss
     turn_weight = 1.0        # weight of decisions that start a reply or yield, in it
+    reply_weight = 1.0       # weight of the text targets of a reply's first chunk
     max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
     crop = 0.5               # share of examples cut to start mid-conversation
     speech_weight = 1.0      # the speech decoder's loss (with --voice) beside the others
     speech_grad = false      # whether the speech loss also trains the backbone
+    ctc_weight = 0.0         # the listening loss (CTC over the user's words, heard.py)
     checkpoint_every = 200   # steps between resumable states (and a validation pass)
     threads = 0              # torch threads (0: one per CPU)
 """
@@ -56,10 +58,12 @@ class TrainConfig:
     weight_decay: float = 0.01
     decision_weight: float = 1.0
     turn_weight: float = 1.0
+    reply_weight: float = 1.0
     max_text_tokens: int = 16
     crop: float = 0.5
     speech_weight: float = 1.0
     speech_grad: bool = False
+    ctc_weight: float = 0.0
     checkpoint_every: int = 200
     threads: int = 0
 
@@ -73,9 +77,9 @@ class TrainConfig:
 SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
-                            "weight_decay", "decision_weight", "turn_weight",
+                            "weight_decay", "decision_weight", "turn_weight", "reply_weight",
                             "max_text_tokens", "crop", "speech_weight", "speech_grad",
-                            "checkpoint_every", "threads")},
+                            "ctc_weight", "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio")
 
@@ -112,9 +116,11 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.weight_decay >= 0, "train.weight_decay must be >= 0"),
         (cfg.decision_weight >= 0, "train.decision_weight must be >= 0"),
         (cfg.turn_weight > 0, "train.turn_weight must be positive"),
+        (cfg.reply_weight > 0, "train.reply_weight must be positive"),
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
         (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
         (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),
+        (cfg.ctc_weight >= 0, "train.ctc_weight must be >= 0"),
         (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
         (cfg.threads >= 0, "train.threads must be >= 0"),
     ]

@@ -18,6 +18,7 @@ from venus.engines.mel import LogMel
 from venus.errors import DeviceError, VenusError
 from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
+from venus.train.heard import Heard, heard_turns
 from venus.train.layout import Encode, Layout, build_layout
 
 __all__ = [
@@ -58,6 +59,7 @@ class Example:
     crops: tuple[int, ...] = ()  # chunks a crop may start at (``crop_starts``)
     start: int = 0  # the chunk of the trajectory this example starts at
     units: NDArray[np.int64] | None = None  # [chunks, per chunk] speech units, or None
+    heard: tuple[Heard, ...] = ()  # the user's turns, in the trajectory's chunks (heard.py)
 
     @property
     def decisions(self) -> list[str]:
@@ -235,7 +237,8 @@ def load_examples(
         out.append(
             Example(sid, t["category"], layout, mel, frames,
                     chunks=tuple(chunks), frame_index=tuple(index),
-                    crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes)
+                    crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes,
+                    heard=heard_turns(t["turns"], t["chunk_s"]))
         )  # fmt: skip
         progress(n, len(records))
     return out

@@ -15,8 +15,10 @@ Targets are the positions whose logits the daemon reads: the decision (at the la
 prefill token) and every next token of the text phase (from ``<|speak|>`` to the token
 before the closing one). A decision that changes course is marked ``turn``: ``speak``
 outside a reply (it starts one) or ``listen`` inside one (it yields); the others carry
-on what the context already shows. Everything else (the user's audio, results, markers) is input
-only: the assistant's spans alone are supervised, as in the paper.
+on what the context already shows. The text targets of the chunk that starts a reply are
+marked ``opening``: they say which answer the model took the question for. Everything
+else (the user's audio, results, markers) is input only: the assistant's spans alone are
+supervised, as in the paper.
 
 A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
 its decision target is ``<|speak|>`` (docs/data.md). Chunk text continues a reply with a
@@ -57,6 +59,7 @@ class Layout:
     labels: list[int] = field(default_factory=list)  # target id, or IGNORE
     decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
     turn: list[bool] = field(default_factory=list)  # a decision that changes course (below)
+    opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
     stats: LayoutStats = field(default_factory=LayoutStats)
 
@@ -70,6 +73,7 @@ class Layout:
         self.labels.append(IGNORE)
         self.decision.append(False)
         self.turn.append(False)
+        self.opening.append(False)
         self.speech.append(-1)
         return len(self.ids) - 1
 
@@ -103,6 +107,7 @@ def build_layout(
         out.labels[last] = s["<|speak|>"] if speaking else s["<|listen|>"]
         out.decision[last] = True
         out.turn[last] = speaking != in_reply  # starts a reply, or yields in one
+        opens = speaking and not in_reply
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]
             in_reply = False
@@ -125,16 +130,16 @@ def build_layout(
         close = s["<|turn_eos|>"] if ends_turn and len(spoken) < max_text_tokens else None
         prev = out.add(s["<|speak|>"])
         for token, is_spoken in body:
-            out.labels[prev] = token
+            out.labels[prev], out.opening[prev] = token, opens
             prev = out.add(token)
             if is_spoken:
                 out.speech[prev] = k
         if close is not None:
-            out.labels[prev] = close
+            out.labels[prev], out.opening[prev] = close, opens
             pending = [close, s["<|chunk_end|>"]]
         else:  # the budget closed the chunk (the daemon stops reading) or <|chunk_end|>
             if len(spoken) < max_text_tokens:
-                out.labels[prev] = s["<|chunk_end|>"]
+                out.labels[prev], out.opening[prev] = s["<|chunk_end|>"], opens
             pending = [s["<|chunk_end|>"]]
         in_reply = not ends_turn
     return out

@@ -8,7 +8,9 @@ state with the same command), ``history.jsonl`` (one line per step and per valid
 ``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
 
 Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
-text). The speech decoder, flow decoder and vocoder keep their initial weights here.
+text); with ``--voice`` the speech decoder too, and the voice's flow decoder and vocoder
+are copied in. With ``train.ctc_weight`` a listening head (``heard.py``) trains beside
+them; it is kept in ``state.pt`` only, never in the checkpoint.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
+from venus.train.heard import ListenHead, character_errors
 from venus.train.runlog import append, pyplot, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
@@ -120,19 +123,29 @@ def evaluate(
     control: Sequence[int],
     size: int,
     speech_ids: tuple[int, int] | None = None,
+    listen: ListenHead | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, next-text-token accuracy; with ``speech_ids``, the speech
-    decoder's loss and next-unit accuracy."""
+    decoder's loss and next-unit accuracy; with ``listen``, the listening loss and the
+    character error rate of its greedy transcripts of the user's turns."""
     was = model.training
     model.eval()
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
-                          "turns_right"), 0.0)  # fmt: skip
+                          "turns_right", "ctc", "heard", "edits", "chars", "o",
+                          "o_right"), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids)
-            losses = forward_losses(model, batch, control)
+            losses = forward_losses(model, batch, control, listen=listen)
+            if losses.heard is not None:
+                sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
+                sums["heard"] += losses.heard.turns
+                for ref, hyp in zip(losses.heard.texts, losses.heard.transcripts(), strict=True):
+                    edits, chars = character_errors(ref, hyp)
+                    sums["edits"] += edits
+                    sums["chars"] += chars
             if losses.speech is not None:
                 sums["speech"] += float(losses.speech) * losses.speech_tokens
                 sums["s"] += losses.speech_tokens
@@ -146,6 +159,8 @@ def evaluate(
             sums["said"] += losses.speak_said
             sums["t"] += losses.text_tokens
             sums["t_right"] += losses.text_right
+            sums["o"] += losses.opening_tokens
+            sums["o_right"] += losses.opening_right
             sums["turns"] += losses.turns
             sums["turns_right"] += losses.turns_right
     model.train(was)
@@ -153,10 +168,16 @@ def evaluate(
     def ratio(a: float, b: float) -> float:
         return a / b if b else 0.0
 
-    listen = sums["d"] - sums["speak"]
+    listened = sums["d"] - sums["speak"]
     speech = {}
-    if speech_ids is not None:
+    if listen is not None:
         speech = {
+            "ctc_loss": ratio(sums["ctc"], sums["heard"]),
+            "heard_cer": ratio(sums["edits"], sums["chars"]),
+            "heard_turns": sums["heard"],
+        }
+    if speech_ids is not None:
+        speech |= {
             "speech_loss": ratio(sums["speech"], sums["s"]),
             "speech_accuracy": ratio(sums["s_right"], sums["s"]),
             "speech_tokens": sums["s"],
@@ -165,11 +186,12 @@ def evaluate(
         "decision_loss": ratio(sums["decision"], sums["d"]),
         "text_loss": ratio(sums["text"], sums["t"]),
         "control_accuracy": ratio(sums["d_right"], sums["d"]),
-        "control_chance": ratio(max(listen, sums["speak"]), sums["d"]),
+        "control_chance": ratio(max(listened, sums["speak"]), sums["d"]),
         "speak_recall": ratio(sums["speak_right"], sums["speak"]),
         "speak_precision": ratio(sums["speak_right"], sums["said"]),
         "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
+        "opening_accuracy": ratio(sums["o_right"], sums["o"]),
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
@@ -305,18 +327,22 @@ def train(
         torch.set_num_threads(cfg.threads)
     run = _open(cfg, data, out, write, voice)
     held = run.validation or run.train[:8]
-    model, params = _model(run, cfg.seed)
+    model, listen, params = _model(run, cfg)
+    measure = partial(evaluate, control=run.control, size=cfg.batch_size,
+                      speech_ids=run.speech_ids, listen=listen)  # fmt: skip
     optim = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
     history = run.work / "history.jsonl"
     if run.state is not None:
         for part, saved in ((model, "model"), (optim, "optim"), (sched, "sched")):
             part.load_state_dict(run.state[saved])
+        if listen is not None:
+            listen.load_state_dict(run.state["listen"])
         step, baseline = run.state["step"], run.state["baseline"]
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
         truncate_history(history, step)
     else:
-        step, baseline = 0, evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
+        step, baseline = 0, measure(model, held)
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
     resumed_from, metrics = step, baseline
     model.train()
@@ -326,7 +352,8 @@ def train(
             batch = collate(_batch(run, step, cfg), run.speech_ids)
             losses = forward_losses(model, batch, run.control, cfg.decision_weight,
                                     cfg.speech_weight, cfg.speech_grad,
-                                    cfg.turn_weight)  # fmt: skip
+                                    cfg.turn_weight, listen, cfg.ctc_weight,
+                                    cfg.reply_weight)  # fmt: skip
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -340,13 +367,14 @@ def train(
             rate = (shown - began) / max(1, step - resumed_from)
             write(_step_line(step, cfg.steps, total, losses, rate))
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            metrics = evaluate(model, held, run.control, cfg.batch_size, run.speech_ids)
+            metrics = measure(model, held)
             append(history, {"step": step, "validation": metrics})
             write(_validation_line(step, metrics))
             state = {"model": model.state_dict(), "optim": optim.state_dict(),
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
                      "recipe": run.recipe, "data": str(data.resolve()),
-                     "voice": voice_identity(run.voice_dir, run.voice)}  # fmt: skip
+                     "voice": voice_identity(run.voice_dir, run.voice),
+                     "listen": None if listen is None else listen.state_dict()}  # fmt: skip
             _save_state(run.work / "state.pt", state, history)
             _write_checkpoint(model, run, out, step, metrics, baseline)
     if step == cfg.steps:
@@ -386,14 +414,22 @@ def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
     return f"{path.resolve()} (step {voice.step}, units {units})"
 
 
-def _model(run: _Run, seed: int) -> tuple[VenusModel, list[torch.nn.Parameter]]:
-    """The initial model (with the voice's flow decoder and vocoder) and what is trained."""
+def _model(
+    run: _Run, cfg: TrainConfig
+) -> tuple[VenusModel, ListenHead | None, list[torch.nn.Parameter]]:
+    """The initial model (with the voice's flow decoder and vocoder), the listening head
+    (with ``ctc_weight``) and what is trained."""
     model = VenusModel(run.model_cfg)
-    init_model(model, seed)
+    init_model(model, cfg.seed)
     if run.voice_dir is not None:
         load_voice_weights(model, run.voice_dir)
     trained = TRAINED if run.voice is None else TRAINED_WITH_VOICE
-    return model, [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
+    params = [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
+    listen = None
+    if cfg.ctc_weight > 0:
+        listen = ListenHead(run.model_cfg.audio.d_model)
+        params += list(listen.parameters())
+    return model, listen, params
 
 
 def _step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str, float]:
@@ -402,11 +438,15 @@ def _step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str
               "text_loss": round(float(losses.text), 5)}  # fmt: skip
     if losses.speech is not None:
         record["speech_loss"] = round(float(losses.speech), 5)
+    if losses.heard is not None:
+        record["ctc_loss"] = round(float(losses.heard.loss.detach()), 5)
     return record
 
 
 def _step_line(step: int, steps: int, total: float, losses: Losses, rate: float) -> str:
     speech = "" if losses.speech is None else f", speech {float(losses.speech):.3f}"
+    if losses.heard is not None:
+        speech += f", ctc {float(losses.heard.loss.detach()):.3f}"
     return (
         f"train: step {step}/{steps} loss {total:.3f} (decision {float(losses.decision):.3f}, "
         f"text {float(losses.text):.3f}{speech}), {rate:.2f} s/step, "
@@ -416,11 +456,14 @@ def _step_line(step: int, steps: int, total: float, losses: Losses, rate: float)
 
 def _validation_line(step: int, m: dict[str, float]) -> str:
     speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_loss" in m else ""
+    if "heard_cer" in m:
+        speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
     return (
         f"train: validation at step {step}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
         f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
-        f"text accuracy {100 * m['text_accuracy']:.1f}%{speech}"
+        f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "
+        f"{100 * m.get('opening_accuracy', 0):.1f}%){speech}"
     )
 
 
@@ -441,7 +484,7 @@ def plot_history(history: Path, png: Path) -> bool:
     vals = [r for r in rows if "validation" in r]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text"),
-                       ("speech_loss", "speech")):  # fmt: skip
+                       ("speech_loss", "speech"), ("ctc_loss", "listening (CTC)")):  # fmt: skip
         have = [r for r in steps if key in r]
         if have:
             a.plot([r["step"] for r in have], [r[key] for r in have], label=label, linewidth=0.8)
@@ -449,7 +492,7 @@ def plot_history(history: Path, png: Path) -> bool:
     a.set_ylabel("training loss")
     a.legend()
     for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
-                "text_accuracy", "speech_accuracy"):  # fmt: skip
+                "text_accuracy", "opening_accuracy", "speech_accuracy", "heard_cer"):  # fmt: skip
         have = [r for r in vals if key in r["validation"]]
         if have:
             b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",

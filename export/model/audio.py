@@ -162,6 +162,10 @@ class AudioEncoder(nn.Module):
         (1 = real frame, 0 = left padding) lets a fixed-size window hold fewer chunks:
         padding takes no part in attention, and real frames get positions from 0 on.
         """
+        return self.project(self.window_frames(feats, valid))
+
+    def window_frames(self, feats: Tensor, valid: Tensor | None = None) -> Tensor:
+        """The encoder frames of a window's last chunk, before pooling: [batch, 50, d]."""
         b, w, _ = feats.shape
         if valid is None:
             positions = torch.arange(w, device=feats.device)[None].expand(b, w)
@@ -174,7 +178,7 @@ class AudioEncoder(nn.Module):
             )
             mask = torch.where(valid.bool(), zero, neg)[:, None, None, :]
         hidden = self.transformer(feats, positions, mask)
-        return self.project(hidden[:, w - self.frames_per_chunk :])
+        return hidden[:, w - self.frames_per_chunk :]
 
     def new_state(self, batch: int = 1) -> AudioStreamState:
         p = self.embed_positions.weight
@@ -201,6 +205,12 @@ class AudioEncoder(nn.Module):
         Every chunk's window is built at once; the first chunks' windows are left-padded
         with zero features that ``valid`` masks out.
         """
+        return self.encode_chunk_frames(mel)[0]
+
+    def encode_chunk_frames(self, mel: Tensor) -> tuple[Tensor, Tensor]:
+        """``encode_chunks``'s tokens and the encoder frames they pool (each chunk's, from
+        its own window): ([batch, n_chunks * 10, out_dim], [batch, n_chunks * 50, d_model]).
+        Training reads the frames (an auxiliary recognition loss, ``train/heard.py``)."""
         b, n_mels, frames = mel.shape
         m, f, left = self.mel_frames_per_chunk, self.frames_per_chunk, self.cfg.left_context_chunks
         if frames % m:
@@ -214,5 +224,9 @@ class AudioEncoder(nn.Module):
         slots = torch.arange(left + 1, device=mel.device)
         chunk_of_slot = torch.arange(n, device=mel.device)[:, None] - left + slots
         valid = (chunk_of_slot >= 0).repeat_interleave(f, dim=1)  # [n, window]
-        tokens = self.window_forward(windows, valid.repeat(b, 1))
-        return tokens.reshape(b, n * self.tokens_per_chunk, -1)
+        frames_out = self.window_frames(windows, valid.repeat(b, 1))
+        tokens = self.project(frames_out)
+        return (
+            tokens.reshape(b, n * self.tokens_per_chunk, -1),
+            frames_out.reshape(b, n * f, -1),
+        )

@@ -124,3 +124,21 @@ def test_text_over_the_budget_is_cut_and_the_daemon_closes_the_chunk(
     speak = shown.index("speak")
     assert shown[speak + 5 : speak + 7] == ["chunk_end", "chunk_start"]  # the budget closed it
     assert layout.labels[speak + 4] == IGNORE  # nothing is read after the 4th token
+
+
+def test_only_the_text_of_a_replys_first_chunk_is_marked_opening() -> None:
+    """Opening targets: a reply's first chunk (its delegation span too), after a listen
+    or a turn_eos; not the chunks that continue it, not the decisions."""
+    chunks = [chunk(), chunk("speak", "hi", delegate=("{}",)), chunk("turn_eos", "bye"),
+              chunk("speak", "ok"), chunk(), chunk("turn_eos", "R")]  # fmt: skip
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=0)
+    shown = render(layout)
+    opening = [(shown[i], NAMES.get(t, str(t)).strip("<|>"))
+               for i, t in enumerate(layout.labels) if layout.opening[i]]  # fmt: skip
+    assert opening == [
+        ("speak", "delegate"), ("delegate", "5"), ("5", "/delegate"), ("/delegate", "1"),
+        ("1", "chunk_end"),  # chunk 1 opens the reply; chunk 2 continues it
+        ("speak", "6"), ("6", "chunk_end"),  # after turn_eos, a new reply
+        ("speak", "7"), ("7", "turn_eos"),  # after a listen
+    ]  # fmt: skip
+    assert not any(o and d for o, d in zip(layout.opening, layout.decision, strict=True))

@@ -51,6 +51,8 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     lines: list[str] = []
     whole = train(quick(4), small_set, tmp_path / "whole", lines.append)
     assert whole.steps == 4 and whole.resumed_from == 0
+    assert "heard_cer" not in whole.metrics  # no listening head without train.ctc_weight
+    assert 0 <= whole.metrics["opening_accuracy"] <= 1
     first = train(quick(4), small_set, tmp_path / "parts", lines.append, stop_after=3)
     assert first.steps == 3  # stopped between checkpoints: the state is step 2's
     metrics = json.loads((tmp_path / "parts" / "train" / "metrics.json").read_text())
@@ -307,3 +309,40 @@ def test_the_speech_decoder_learns_the_speech_its_chunk_decided(small_set: Path)
                 assert (timed[k][:-1] == SILENCE).all(), (r["sample_id"], k)
                 checked += 1
     assert checked >= 2
+
+
+def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_set: Path) -> None:
+    import torch.nn.functional as F  # noqa: N812
+
+    from venus.export.model.config import PRESETS
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+    from venus.train.batch import collate, forward_losses
+    from venus.train.data import load_examples, read_index
+    from venus.train.layout import IGNORE
+
+    cfg = PRESETS["tiny"]()
+    model = VenusModel(cfg)
+    init_model(model, 0)
+    batch = collate(load_examples(small_set, read_index(small_set)[:2], _builder(),
+                                  image_size=cfg.vision.image_size))  # fmt: skip
+    control = [cfg.special_token_ids[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
+    text = (batch.labels != IGNORE) & ~batch.decision
+    assert 0 < int(batch.opening.sum()) < int(text.sum())
+    assert not bool((batch.opening & ~text).any())
+    with torch.no_grad():
+        plain = forward_losses(model, batch, control)
+        weighted = forward_losses(model, batch, control, reply_weight=5.0)
+        from venus.train.batch import embeddings
+
+        emb = embeddings(model, batch)
+        b, n = batch.ids.shape
+        empty = model.backbone.new_cache(b)
+        logits = model.backbone(emb, batch.mask, torch.arange(n)[None].expand(b, n),
+                                empty.keys, empty.values)[0]  # fmt: skip
+    each = F.cross_entropy(logits[text], batch.labels[text], reduction="none")
+    weight = 1.0 + 4.0 * batch.opening[text].float()
+    assert float(plain.text) == pytest.approx(float(each.mean()), rel=1e-5)
+    assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
+                                                  rel=1e-5)  # fmt: skip
+    assert plain.opening_tokens == int(batch.opening.sum()) > 0
