@@ -25,6 +25,8 @@ from venus.train.speech_batch import SpeechBatch, reply_rows, speech_batch, spee
 
 __all__ = ["Batch", "Losses", "collate", "forward_losses"]
 
+MEL_FRAMES_PER_S = 100  # the audio encoder's log-mel rate (10 ms hop)
+
 
 @dataclass
 class Batch:
@@ -138,6 +140,16 @@ def _embed(model: VenusModel, batch: Batch) -> tuple[Tensor, Tensor]:
     return emb, frames
 
 
+def _weighted_ce(logits: Tensor, target: Tensor, marked: Tensor, weight: float) -> Tensor:
+    """Cross-entropy averaged with the ``marked`` rows counting ``weight`` times (0 with a
+    gradient path when there are no rows)."""
+    if not len(target):
+        return logits.sum() * 0
+    w = 1.0 + (weight - 1.0) * marked.float()
+    each = F.cross_entropy(logits, target, reduction="none")
+    return (each * w).sum() / w.sum()
+
+
 def forward_losses(
     model: VenusModel,
     batch: Batch,
@@ -168,24 +180,14 @@ def forward_losses(
     d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
     d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
-    if len(d_rows):
-        weight = 1.0 + (turn_weight - 1.0) * batch.turn[d_rows, d_cols].float()
-        each = F.cross_entropy(d_logits, d_target, reduction="none")
-        decision_loss = (each * weight).sum() / weight.sum()
-    else:
-        decision_loss = logits.sum() * 0
+    decision_loss = _weighted_ce(d_logits, d_target, batch.turn[d_rows, d_cols], turn_weight)
     d_pred = d_logits.argmax(dim=1)
     speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
 
     text_mask = (labels != IGNORE) & ~batch.decision
     t_logits, t_target = logits[text_mask], labels[text_mask]
     t_open = batch.opening[text_mask]
-    if len(t_target):
-        weight = 1.0 + (reply_weight - 1.0) * t_open.float()
-        each = F.cross_entropy(t_logits, t_target, reduction="none")
-        text_loss = (each * weight).sum() / weight.sum()
-    else:
-        text_loss = logits.sum() * 0
+    text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight)
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
     speech = None
@@ -196,7 +198,8 @@ def forward_losses(
     heard = None
     if listen is not None:
         per_chunk = model.audio_encoder.frames_per_chunk
-        heard = heard_loss(listen, frames, batch.heard, batch.chunks, per_chunk)
+        heard = heard_loss(listen, frames, batch.heard, batch.chunks, per_chunk,
+                           chunk_s=model.cfg.mel_frames_per_chunk / MEL_FRAMES_PER_S)  # fmt: skip
         if heard is not None:
             total = total + ctc_weight * heard.loss
     said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks

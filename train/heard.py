@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from torch import Tensor, nn
 
+from venus.errors import VenusError
+
 __all__ = [
     "ALPHABET",
     "Heard",
@@ -167,7 +169,13 @@ def heard_loss(
 
 def character_errors(reference: str, heard: str) -> tuple[int, int]:
     """(edits, reference characters) between two normalised texts (``jiwer``)."""
-    import jiwer
+    try:
+        import jiwer
+    except ImportError as exc:  # the export extra has it; a hand-made environment may not
+        raise VenusError(
+            "train.ctc_weight's validation counts character errors with jiwer: "
+            "pip install 'realtime-venus[export]' (or jiwer)"
+        ) from exc
 
     if not reference or not heard:
         return len(heard or reference), len(reference)

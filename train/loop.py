@@ -36,7 +36,7 @@ from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
 from venus.train.batch import Losses, collate, forward_losses
-from venus.train.config import TrainConfig, TrainConfigError
+from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
 from venus.train.data import (
     Builder,
     Example,
@@ -47,7 +47,7 @@ from venus.train.data import (
     sample_texts,
 )
 from venus.train.heard import ListenHead, character_errors
-from venus.train.runlog import append, pyplot, save_state, truncate_history
+from venus.train.runlog import append, pyplot, same_recipe, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
@@ -237,7 +237,7 @@ def _open(
     if (work / "state.pt").is_file():
         state = torch.load(work / "state.pt", weights_only=False)
         if (
-            state["recipe"] != recipe
+            not same_recipe(state["recipe"], parse_train_config, cfg)
             or state["data"] != str(data.resolve())
             or state.get("voice") != voice_identity(voice_dir, voice)
         ):

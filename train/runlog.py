@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 (JetPack 6)
     import tomli as tomllib
 
-__all__ = ["append", "pyplot", "read_recipe", "save_state", "truncate_history"]
+__all__ = ["append", "pyplot", "read_recipe", "same_recipe", "save_state", "truncate_history"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,15 @@ def read_recipe(path: Path, error: type[VenusError]) -> dict[str, Any]:
         raise error(f"--config {path}: cannot be read ({e})") from e
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise error(f"--config {path}: not valid TOML ({e})") from e
+
+
+def same_recipe(saved: str, parse: Callable[[dict[str, Any]], object], cfg: object) -> bool:
+    """Whether a run's saved recipe text is ``cfg``, compared parsed: a key added since the
+    run began reads as its default, so the run still resumes."""
+    try:
+        return parse(tomllib.loads(saved)) == cfg
+    except (tomllib.TOMLDecodeError, VenusError):
+        return False
 
 
 def save_state(path: Path, state: dict[str, Any]) -> None:

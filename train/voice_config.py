@@ -52,15 +52,16 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from venus.errors import VenusError
+from venus.export.model.config import VOCODER_SOURCES, VocoderSource
 from venus.train.runlog import read_recipe
 
 __all__ = ["VoiceConfig", "VoiceConfigError", "load_voice_config", "parse_voice_config"]
 
 PRESETS = ("tiny", "tiny-audio")
-SOURCES = ("none", "sine")  # VocoderConfig.source
+SOURCES = VOCODER_SOURCES  # VocoderConfig.source
 
 
 class VoiceConfigError(VenusError):
@@ -106,7 +107,7 @@ class VocoderSection:
     channels: int = 128
     kernels: tuple[int, ...] = (3, 7)
     dilations: tuple[int, ...] = (1, 3, 5)
-    source: Literal["none", "sine"] = "none"  # parsed as a str, checked against SOURCES
+    source: VocoderSource = "none"  # parsed as a str, checked against SOURCES
     harmonics: int = 8
     f0_weight: float = 1.0
 

@@ -42,7 +42,7 @@ from venus.export.model.vocoder import Vocoder
 from venus.train.data import read_index
 from venus.train.loop import split
 from venus.train.pitch import f0_agreement
-from venus.train.runlog import append, pyplot, save_state, truncate_history
+from venus.train.runlog import append, pyplot, same_recipe, save_state, truncate_history
 from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
@@ -57,7 +57,7 @@ from venus.train.voice import (
     speak,
     vocoder_losses,
 )
-from venus.train.voice_config import VoiceConfig, VoiceConfigError
+from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
 
 __all__ = ["Measure", "VoiceResult", "train_voice"]
 
@@ -253,7 +253,8 @@ def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None])
     state: dict[str, Any] | None = None
     if (work / "state.pt").is_file():
         state = torch.load(work / "state.pt", weights_only=False)
-        if state["recipe"] != recipe or state["data"] != str(data.resolve()):
+        same = same_recipe(state["recipe"], parse_voice_config, cfg)
+        if not same or state["data"] != str(data.resolve()):
             raise VoiceConfigError(
                 f"{out}: holds a voice run with another recipe or data ({work / 'recipe.toml'}); "
                 "resume it with the same --config and --data, or train into another --out"
@@ -407,7 +408,8 @@ def _pct(x: float | None) -> str:
 def _measure_line(step: int, m: dict[str, float | None]) -> str:
     f0 = ""
     if "voicing_agreement" in m:
-        f0 = f"; f0 head {m['f0_cents']} cents, voicing {_pct(m['voicing_agreement'])}"
+        cents = "no frame voiced in both" if m["f0_cents"] is None else f"{m['f0_cents']} cents"
+        f0 = f"; f0 head {cents}, voicing {_pct(m['voicing_agreement'])}"
     return (
         f"train-voice: measured at step {step}: WER original {_pct(m['wer_original'])}, "
         f"vocoder {_pct(m['wer_vocoder'])}, chain {_pct(m['wer_chain'])} (units "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
@@ -155,6 +155,10 @@ class FlowDecoderConfig:
     prompt_frames: int = Field(default=8, ge=0)  # previous chunk's mel frames seen by the next
 
 
+VocoderSource = Literal["none", "sine"]  # the vocoder's excitation (VocoderConfig.source)
+VOCODER_SOURCES: tuple[str, ...] = get_args(VocoderSource)
+
+
 @dataclass(config=_CFG)
 class VocoderConfig:
     """Causal HiFi-GAN-style vocoder: mel (50 Hz) -> 24 kHz PCM, streamable sample-exact.
@@ -172,7 +176,7 @@ class VocoderConfig:
     kernel_size: int = Field(default=7, ge=1)
     resblock_kernels: tuple[int, ...] = (3, 7, 11)
     resblock_dilations: tuple[int, ...] = (1, 3, 5)
-    source: Literal["none", "sine"] = "none"  # excitation injected into the upsampling
+    source: VocoderSource = "none"  # excitation injected into the upsampling
     harmonics: int = Field(default=8, ge=1, le=64)  # sine source: f0 and its overtones
 
     @property
@@ -305,11 +309,14 @@ SOURCE_FIELDS = ("source", "harmonics")
 
 
 def vocoder_to_dict(cfg: VocoderConfig) -> dict[str, Any]:
-    """``cfg`` as JSON values, without ``SOURCE_FIELDS`` when it has no source."""
+    """``cfg`` as JSON values, without the ``SOURCE_FIELDS`` left at their defaults when it
+    has no source (configs from before the source read back the same)."""
     out: dict[str, Any] = _VOCODER.dump_python(cfg, mode="json")
     if cfg.source == "none":
+        defaults = _VOCODER.dump_python(VocoderConfig(), mode="json")
         for name in SOURCE_FIELDS:
-            del out[name]
+            if out[name] == defaults[name]:
+                del out[name]
     return out
 
 

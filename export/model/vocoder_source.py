@@ -39,7 +39,7 @@ from venus.export.model.causal import CausalConv1d, ConvCaches, causal
 from venus.export.model.config import VocoderConfig
 
 F0_REF_HZ = 150.0  # the head predicts ln(f0 / F0_REF_HZ): a random head starts near speech
-F0_RANGE_HZ = (40.0, 1000.0)  # predicted f0 is clamped to this
+F0_CLAMP_HZ = (40.0, 1000.0)  # predicted f0 is clamped to this
 HEAD_CHANNELS = 64
 HEAD_KERNEL = 5  # mel frames the head's first conv sees (100 ms)
 SINE_AMPLITUDE = 0.1  # hn-NSF's alpha
@@ -55,8 +55,8 @@ class F0Prediction:
     voicing: Tensor
 
     def hz(self) -> Tensor:
-        """f0 in Hz [B, frames], clamped to ``F0_RANGE_HZ``; 0 where unvoiced."""
-        low, high = (math.log(f) for f in F0_RANGE_HZ)
+        """f0 in Hz [B, frames], clamped to ``F0_CLAMP_HZ``; 0 where unvoiced."""
+        low, high = (math.log(f) for f in F0_CLAMP_HZ)
         f0 = self.log_f0.clamp(low, high).exp()
         return torch.where(self.voicing > 0, f0, torch.zeros_like(f0))
 
@@ -93,8 +93,11 @@ def sine_excitation(
     cycles = torch.round(f0 * (hop * PHASE_STEPS / sample_rate)) / PHASE_STEPS  # a frame's
     whole = cycles - cycles.floor()  # what a frame adds to the wrapped phase
     run = phase + torch.cumsum(whole, dim=1)  # after each frame: exact (module doc)
-    starts = torch.cat((phase, (run - run.floor())[:, :-1]), dim=1)  # before each frame
-    total = phase + whole.sum(dim=1, keepdim=True)
+    # Wrapped phase before each frame, and after the last: values in [0, 1) on a 1/1024
+    # grid, exact in float16 too (an fp16 engine keeps the chain to the Sin in float32,
+    # not a separate sum that only feeds present_phase).
+    edges = torch.cat((phase, run - run.floor()), dim=1)
+    starts, after = edges[:, :-1], edges[:, -1:]
     j = torch.arange(1, hop + 1, dtype=f0.dtype, device=f0.device) / hop
     k = torch.arange(1, harmonics + 1, dtype=f0.dtype, device=f0.device)[None, :, None]
     phi = starts[:, None, :, None] + cycles[:, None, :, None] * j  # [B, 1, frames, hop]
@@ -102,7 +105,7 @@ def sine_excitation(
     sines = torch.sin(2 * math.pi * (turns - turns.floor()))
     audible = (f0[:, None] > 0) & (k * f0[:, None] < sample_rate / 2)  # [B, harmonics, frames]
     sines = sines * audible[..., None].to(sines.dtype)
-    return sines.reshape(b, harmonics, -1), total - total.floor()
+    return sines.reshape(b, harmonics, -1), after
 
 
 def stage_strides(cfg: VocoderConfig) -> list[int]:

@@ -126,6 +126,8 @@ def test_a_config_without_a_source_is_written_as_before() -> None:
     assert written["model"]["vocoder"]["source"] == "sine"
     assert written["model"]["vocoder"]["harmonics"] == 6
     assert config_from_dict(written, "test") == sine
+    odd = replace(cfg, vocoder=replace(cfg.vocoder, harmonics=6))  # no source, not default
+    assert config_from_dict(config_to_dict(odd), "test") == odd
     written["model"]["vocoder"]["source"] = "noise"
     with pytest.raises(ExportError, match=r"model\.vocoder\.source"):
         config_from_dict(written, "test")

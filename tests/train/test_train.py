@@ -346,3 +346,22 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
     assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
                                                   rel=1e-5)  # fmt: skip
     assert plain.opening_tokens == int(batch.opening.sum()) > 0
+
+
+def test_a_run_saved_before_a_key_existed_still_resumes() -> None:
+    """Resuming compares recipes parsed: a key added since reads as its default."""
+    import tomli_w
+
+    from venus.train.runlog import same_recipe
+
+    cfg = TrainConfig(steps=7)
+    table = cfg.to_toml_dict()
+    saved = tomli_w.dumps(table)
+    del table["train"]["reply_weight"], table["train"]["ctc_weight"]  # an older run's recipe
+    older = tomli_w.dumps(table)
+    assert "reply_weight" not in older
+    assert same_recipe(saved, parse_train_config, cfg)
+    assert same_recipe(older, parse_train_config, cfg)
+    assert not same_recipe(older, parse_train_config, TrainConfig(steps=8))
+    assert not same_recipe("[train]\nstepz = 7\n", parse_train_config, cfg)
+    assert not same_recipe("not = [toml", parse_train_config, cfg)
