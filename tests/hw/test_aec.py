@@ -90,6 +90,14 @@ def loop(pulseaudio: PulseServer) -> Loop:
         sd._initialize()
     reference = np.concatenate([np.zeros(round(LEAD_S * RATE), np.float32), speak(FAR_TEXT)])
     recorded = loopback(reference, RATE, max_offset_s=0.5)
+    for attempt in range(2):  # the shared sink once gave a glitched take (+9 dB, unaligned)
+        if abs(recorded.gain_db) < 1.0:
+            break
+        logging.getLogger(__name__).warning(
+            "loopback take %d came back at %+.1f dB; recording again", attempt + 1,
+            recorded.gain_db,
+        )  # fmt: skip
+        recorded = loopback(reference, RATE, max_offset_s=0.5)
     near = np.zeros_like(reference)
     voice = 0.5 * speak(NEAR_TEXT, "en+f3")
     start = round(NEAR_AT_S * RATE)
