@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.states import assert_same_states
 
 from venus.train.heard import (
     ALPHABET,
@@ -84,11 +85,7 @@ def test_a_run_with_the_listening_loss_trains_its_head_resumes_and_exports_witho
     assert whole.metrics["ctc_loss"] < whole.baseline["ctc_loss"]  # the head learns
     train(cfg(), small_set, tmp_path / "parts", lambda _l: None, stop_after=3)
     train(cfg(), small_set, tmp_path / "parts", lambda _l: None)
-    a = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)
-    b = torch.load(tmp_path / "parts" / "train" / "state.pt", weights_only=False)
-    for part in ("model", "listen"):
-        assert a[part].keys() == b[part].keys()
-        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part])
+    assert_same_states(tmp_path / "whole", tmp_path / "parts", ("model", "listen"))
     history = (tmp_path / "whole" / "train" / "history.jsonl").read_text().splitlines()
     assert all("ctc_loss" in json.loads(h) for h in history if "loss" in json.loads(h))
     names = json.loads((tmp_path / "whole" / INDEX).read_text())["weight_map"]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from support.states import assert_same_states
 
 from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
 
@@ -60,9 +61,7 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     second = train(quick(4), small_set, tmp_path / "parts", lines.append)
     assert second.resumed_from == 2 and second.steps == 4
     assert any("resuming" in line for line in lines)
-    a = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "parts" / "train" / "state.pt", weights_only=False)["model"]
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert_same_states(tmp_path / "whole", tmp_path / "parts", ("model",))
     history = (tmp_path / "parts" / "train" / "history.jsonl").read_text().splitlines()
     assert [json.loads(h)["step"] for h in history if "loss" in json.loads(h)] == [1, 2, 3, 4]
     png = tmp_path / "parts" / "train" / "loss.png"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.states import assert_same_states
 
 from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
 
@@ -231,11 +232,7 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     second = train_voice(quick(4), small_set, tmp_path / "parts", lines.append)
     assert second.resumed_from == 2 and second.steps == 4
     assert any("resuming" in line for line in lines)
-    a = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)
-    b = torch.load(tmp_path / "parts" / "train" / "state.pt", weights_only=False)
-    for part in ("flow", "vocoder"):
-        assert a[part].keys() == b[part].keys()
-        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part])
+    assert_same_states(tmp_path / "whole", tmp_path / "parts", ("flow", "vocoder"))
     history = (tmp_path / "parts" / "train" / "history.jsonl").read_text().splitlines()
     rows = [json.loads(h) for h in history]
     assert [r["step"] for r in rows if "flow_loss" in r] == [1, 2, 3, 4]
