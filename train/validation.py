@@ -1,0 +1,108 @@
+"""Validation of a `venus train` run: the held-out examples teacher-forced, summed into
+the figures ``train/metrics.json``, ``history.jsonl`` and the progress line report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from venus.export.model.venus import VenusModel
+from venus.train.batch import collate, forward_losses
+from venus.train.data import Example
+from venus.train.heard import ListenHead, character_errors
+
+__all__ = ["evaluate", "validation_line"]
+
+
+def evaluate(
+    model: VenusModel,
+    examples: Sequence[Example],
+    control: Sequence[int],
+    size: int,
+    speech_ids: tuple[int, int] | None = None,
+    listen: ListenHead | None = None,
+) -> dict[str, float]:
+    """Validation figures: losses, control accuracy (and its majority-class chance),
+    speak precision / recall, next-text-token accuracy; with ``speech_ids``, the speech
+    decoder's loss and next-unit accuracy; with ``listen``, the listening loss and the
+    character error rate of its greedy transcripts of the user's turns."""
+    was = model.training
+    model.eval()
+    sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
+                          "said", "t", "t_right", "speech", "s", "s_right", "turns",
+                          "turns_right", "ctc", "heard", "edits", "chars", "o",
+                          "o_right"), 0.0)  # fmt: skip
+    with torch.no_grad():
+        for i in range(0, len(examples), size):
+            batch = collate(examples[i : i + size], speech_ids)
+            losses = forward_losses(model, batch, control, listen=listen)
+            if losses.heard is not None:
+                sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
+                sums["heard"] += losses.heard.turns
+                for ref, hyp in zip(losses.heard.texts, losses.heard.transcripts(), strict=True):
+                    edits, chars = character_errors(ref, hyp)
+                    sums["edits"] += edits
+                    sums["chars"] += chars
+            if losses.speech is not None:
+                sums["speech"] += float(losses.speech) * losses.speech_tokens
+                sums["s"] += losses.speech_tokens
+                sums["s_right"] += losses.speech_right
+            sums["decision"] += float(losses.decision) * losses.decisions
+            sums["text"] += float(losses.text) * losses.text_tokens
+            sums["d"] += losses.decisions
+            sums["d_right"] += losses.decisions_right
+            sums["speak"] += losses.speak_targets
+            sums["speak_right"] += losses.speak_right
+            sums["said"] += losses.speak_said
+            sums["t"] += losses.text_tokens
+            sums["t_right"] += losses.text_right
+            sums["o"] += losses.opening_tokens
+            sums["o_right"] += losses.opening_right
+            sums["turns"] += losses.turns
+            sums["turns_right"] += losses.turns_right
+    model.train(was)
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else 0.0
+
+    listened = sums["d"] - sums["speak"]
+    speech = {}
+    if listen is not None:
+        speech = {
+            "ctc_loss": ratio(sums["ctc"], sums["heard"]),
+            "heard_cer": ratio(sums["edits"], sums["chars"]),
+            "heard_turns": sums["heard"],
+        }
+    if speech_ids is not None:
+        speech |= {
+            "speech_loss": ratio(sums["speech"], sums["s"]),
+            "speech_accuracy": ratio(sums["s_right"], sums["s"]),
+            "speech_tokens": sums["s"],
+        }
+    return speech | {
+        "decision_loss": ratio(sums["decision"], sums["d"]),
+        "text_loss": ratio(sums["text"], sums["t"]),
+        "control_accuracy": ratio(sums["d_right"], sums["d"]),
+        "control_chance": ratio(max(listened, sums["speak"]), sums["d"]),
+        "speak_recall": ratio(sums["speak_right"], sums["speak"]),
+        "speak_precision": ratio(sums["speak_right"], sums["said"]),
+        "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
+        "text_accuracy": ratio(sums["t_right"], sums["t"]),
+        "opening_accuracy": ratio(sums["o_right"], sums["o"]),
+        "decisions": sums["d"],
+        "text_tokens": sums["t"],
+    }
+
+
+def validation_line(step: int, m: dict[str, float]) -> str:
+    speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_loss" in m else ""
+    if "heard_cer" in m:
+        speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
+    return (
+        f"train: validation at step {step}: control accuracy {100 * m['control_accuracy']:.1f}% "
+        f"(chance {100 * m['control_chance']:.1f}%), speak recall "
+        f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
+        f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "
+        f"{100 * m.get('opening_accuracy', 0):.1f}%){speech}"
+    )
