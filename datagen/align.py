@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
+from venus.datagen.mixdown import PEAK_DBFS, SAMPLE_RATE, Realization
 from venus.datagen.plan import CUTTING, EPS_S, Plan, plain_text
-from venus.datagen.realize import PEAK_DBFS, SAMPLE_RATE, Realization
 from venus.datagen.trajectory import (
     TRAJECTORY_VERSION,
     Alignment,

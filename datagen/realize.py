@@ -9,7 +9,8 @@ the tracks placed at sample precision.
    rendered audio starts and ends with speech, so its length is the turn's duration.
 2. **Retiming.** ``Plan.retime(durations)`` recomputes every start, cut and result time.
    A plan that no longer holds (an interruption now ends after the turn it cuts; or, in
-   step 3, a turn whose speech is not where the plan says) is drawn again,
+   step 3, a turn whose speech is not where the plan says; or, on the chunk grid, a reply
+   chunk in which no word starts, ``venus.datagen.align``) is drawn again,
    ``plan_sample(config, index, seed, attempt + 1)``, up to ``MAX_ATTEMPTS``.
 3. **Placement and measurement** (``venus.datagen.mixdown.place``): the input, clean
    input and assistant tracks, each turn's measured start and end (within
@@ -26,6 +27,7 @@ import math
 
 from venus.datagen import acoustics as ac
 from venus.datagen import tts, video
+from venus.datagen.align import AlignmentError, check_targets, chunk_targets
 from venus.datagen.config import GenerationConfig
 from venus.datagen.mixdown import (
     BABBLE_STREAM,
@@ -69,14 +71,16 @@ def realize(
 ) -> Realization:
     """Sample ``index`` of the set drawn with ``seed``, realized (see the module doc)."""
     spoken: dict[tuple[str, tts.Voice], tts.Utterance] = {}
-    problem: PlanError | RealizationError | None = None
+    problem: PlanError | RealizationError | AlignmentError | None = None
     for attempt in range(MAX_ATTEMPTS):
         drawn = plan_sample(config, index, seed, attempt)
         utterances = [_speak(t, spoken, cache) for t in drawn.turns]
         try:
             plan = drawn.retime([u.duration_s for u in utterances])
-            return place(plan, utterances, _babble_talkers(config, plan, cache))
-        except (PlanError, RealizationError) as e:
+            realization = place(plan, utterances, _babble_talkers(config, plan, cache))
+            check_targets(plan, chunk_targets(realization))
+            return realization
+        except (PlanError, RealizationError, AlignmentError) as e:
             log.debug("sample %d attempt %d does not hold after synthesis: %s", index, attempt, e)
             problem = e
     raise RealizationError(
