@@ -37,10 +37,11 @@ if TYPE_CHECKING:  # torch is imported when a TorchEngines is opened, never at i
     from venus.export.model.audio import AudioEncoder, AudioStreamState
     from venus.export.model.backbone import Backbone, KVCache
     from venus.export.model.flow import FlowDecoder, FlowState
+    from venus.export.model.griffin_lim import AnyVocoder
     from venus.export.model.speech import SpeechDecoder
     from venus.export.model.venus import VenusModel
     from venus.export.model.vision import VisionEncoder
-    from venus.export.model.vocoder import Vocoder, VocoderState
+    from venus.export.model.vocoder import VocoderState
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -276,7 +277,7 @@ class TorchFlow:
 
 
 class TorchVocoder:
-    def __init__(self, module: Vocoder) -> None:
+    def __init__(self, module: AnyVocoder) -> None:
         self.module, self.mel_bins = module, module.cfg.mel_bins
 
     def new_state(self, batch: int = 1) -> VocoderState:

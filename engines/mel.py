@@ -57,18 +57,21 @@ def mel_to_hz(mel: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
-def mel_filterbank(n_mels: int, n_fft: int, sample_rate: int) -> NDArray[np.float32]:
+def mel_filterbank(
+    n_mels: int, n_fft: int, sample_rate: int, fmax_hz: float | None = None
+) -> NDArray[np.float64]:
     """[n_mels, n_fft // 2 + 1] triangles on the Slaney scale, each of unit area in Hz
-    (librosa.filters.mel with its defaults, fmin 0, fmax sample_rate / 2)."""
+    (librosa.filters.mel with its defaults: fmin 0, fmax sample_rate / 2 unless given)."""
     bins = np.linspace(0.0, sample_rate / 2, n_fft // 2 + 1)
-    edges = mel_to_hz(np.linspace(0.0, hz_to_mel(np.array([sample_rate / 2]))[0], n_mels + 2))
+    top = hz_to_mel(np.array([sample_rate / 2 if fmax_hz is None else fmax_hz]))[0]
+    edges = mel_to_hz(np.linspace(0.0, top, n_mels + 2))
     widths = np.diff(edges)
     ramps = edges[:, None] - bins[None, :]
     rising = -ramps[:-2] / widths[:-1, None]
     falling = ramps[2:] / widths[1:, None]
     weights = np.maximum(0.0, np.minimum(rising, falling))
-    weights *= (2.0 / (edges[2:] - edges[:-2]))[:, None]  # Slaney normalisation
-    return weights.astype(np.float32)
+    out: NDArray[np.float64] = weights * (2.0 / (edges[2:] - edges[:-2]))[:, None]  # Slaney
+    return out
 
 
 def hann(n: int) -> NDArray[np.float64]:
@@ -111,7 +114,7 @@ class LogMel:
             )
         self.n_mels, self.sample_rate, self.hop, self.frames = n_mels, sample_rate, hop, frames
         self.samples = frames * hop  # new samples per chunk
-        self.filters = mel_filterbank(n_mels, N_FFT, sample_rate)
+        self.filters = mel_filterbank(n_mels, N_FFT, sample_rate).astype(np.float32)
 
     @classmethod
     def from_schedule(cls, schedule: Schedule) -> LogMel:

@@ -2,7 +2,7 @@
 key or a bad value is an error naming it.
 
     [model]
-    preset = "tiny"          # a preset of `venus init` (tiny, tiny-audio)
+    preset = "tiny"          # a preset of `venus init` (tiny, tiny-audio, small, small-audio)
     seed = 0                 # the initial weights, the split, the batch order
 
     [data]
@@ -81,7 +81,7 @@ SECTION_OF = {
                             "max_text_tokens", "crop", "speech_weight", "speech_grad",
                             "ctc_weight", "checkpoint_every", "threads")},
 }  # fmt: skip
-PRESETS = ("tiny", "tiny-audio")
+PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
 
 
 def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainConfig:

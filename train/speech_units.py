@@ -44,7 +44,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 from torch import Tensor
 
-from venus.engines.mel import hann, hz_to_mel, mel_to_hz
+from venus.engines.mel import hann, mel_filterbank
 from venus.errors import DeviceError
 from venus.export.model.config import S3_VOCAB
 from venus.hw.sources import FileAudioSource, pcm_to_float
@@ -86,15 +86,7 @@ Codes = NDArray[np.int64]
 def mel_filters() -> NDArray[np.float64]:
     """[N_MELS, N_FFT // 2 + 1] Slaney-normalised triangles 0..FMAX_HZ (librosa's
     ``filters.mel(sr=24000, n_fft=1024, n_mels=80, fmax=8000)``)."""
-    bins = np.linspace(0.0, SAMPLE_RATE / 2, N_FFT // 2 + 1)
-    top = hz_to_mel(np.array([FMAX_HZ]))[0]
-    edges = mel_to_hz(np.linspace(0.0, top, N_MELS + 2))
-    ramps = edges[:, None] - bins[None, :]
-    rising = -ramps[:-2] / np.diff(edges)[:-1, None]
-    falling = ramps[2:] / np.diff(edges)[1:, None]
-    weights = np.maximum(0.0, np.minimum(rising, falling))
-    out: NDArray[np.float64] = weights * (2.0 / (edges[2:] - edges[:-2]))[:, None]
-    return out
+    return mel_filterbank(N_MELS, N_FFT, SAMPLE_RATE, FMAX_HZ)
 
 
 @cache

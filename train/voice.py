@@ -51,6 +51,7 @@ from venus.export.model.config import (
     vocoder_to_dict,
 )
 from venus.export.model.flow import ROPE_THETA, FlowDecoder, chunk_noise, token_groups
+from venus.export.model.griffin_lim import AnyVocoder
 from venus.export.model.layers import rope_cos_sin
 from venus.export.model.venus import VenusModel
 from venus.export.model.vocoder import Vocoder
@@ -197,7 +198,7 @@ def _save_weights(path: Path, module: torch.nn.Module) -> None:
 
 
 def save_voice(
-    out: Path, flow: FlowDecoder, vocoder: Vocoder, step: int, metrics: dict[str, Any]
+    out: Path, flow: FlowDecoder, vocoder: AnyVocoder, step: int, metrics: dict[str, Any]
 ) -> None:
     """The flow decoder's and vocoder's weights and configs into ``out`` (beside its
     ``units.safetensors``), each file replaced whole."""
@@ -423,18 +424,21 @@ def _tail(pred: F0Prediction, context: int) -> F0Prediction:
 
 @torch.no_grad()
 def speak(
-    flow: FlowDecoder, vocoder: Vocoder, codes: NDArray[np.int64], chunk_tokens: int, seed: int
-) -> tuple[Tensor, Tensor]:
-    """A reply's codes through the flow decoder as the daemon streams them (groups of
-    ``chunk_tokens``, seeded noise per chunk, the last chunk final) and the vocoder ->
-    (normalised mel [80, 2n], PCM [2n * HOP])."""
+    flow: FlowDecoder, vocoder: AnyVocoder, codes: NDArray[np.int64], chunk_tokens: int,
+    seed: int,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """A reply's codes through the flow decoder and the vocoder as the daemon streams them
+    (groups of ``chunk_tokens``, seeded noise per chunk, the last chunk final; each group's
+    mel to the vocoder) -> (normalised mel [80, 2n], PCM [2n * HOP])."""
     state = flow.new_state(1, chunk_tokens)
+    voice = vocoder.new_state(1)
     tokens = torch.from_numpy(codes)[None]
-    mels = []
+    mels, pcm = [], []
     for k, start in enumerate(range(0, tokens.shape[1], chunk_tokens)):
         part = tokens[:, start : start + chunk_tokens]
         noise = chunk_noise(flow.cfg, 1, part.shape[1], seed, k)
         final = start + chunk_tokens >= tokens.shape[1]
         mels.append(flow.step(part, noise, state, final=final))
-    mel = torch.cat(mels, dim=-1)
-    return mel[0], vocoder(mel)[0]
+        if mels[-1].shape[-1]:
+            pcm.append(vocoder.step(mels[-1], voice))
+    return torch.cat(mels, dim=-1)[0], torch.cat(pcm, dim=-1)[0]

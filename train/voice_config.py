@@ -24,6 +24,8 @@ an unknown key or a bad value is an error naming it.
     euler_steps = 4          # the daemon's Euler steps from noise to mel
 
     [vocoder]                # normalised mel -> 24 kHz PCM
+    kind = "hifigan"         # "hifigan" (trained; the keys below) or "griffin_lim": no
+    iterations = 16          # weights, the phase found by this many streaming rounds
     steps = 3000
     batch = 8                # segments a step
     learning_rate = 1e-3
@@ -38,7 +40,7 @@ an unknown key or a bad value is an error naming it.
     f0_weight = 1.0          # sine: the f0 head's loss (ln f0 L1 + voicing BCE) beside the rest
 
     [train]
-    preset = "tiny"          # the architecture the voice is for (tiny, tiny-audio)
+    preset = "tiny"          # the architecture the voice is for (tiny, tiny-audio, small, ...)
     seed = 0                 # initial weights, windows, segments, noise
     checkpoint_every = 500   # steps between a measurement and a resumable state
     threads = 0              # torch threads (0: torch's default)
@@ -55,13 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from venus.errors import VenusError
-from venus.export.model.config import VOCODER_SOURCES, VocoderSource
+from venus.export.model.config import VOCODER_KINDS, VOCODER_SOURCES, VocoderKind, VocoderSource
 from venus.train.runlog import read_recipe
 
 __all__ = ["VoiceConfig", "VoiceConfigError", "load_voice_config", "parse_voice_config"]
 
-PRESETS = ("tiny", "tiny-audio")
+PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
 SOURCES = VOCODER_SOURCES  # VocoderConfig.source
+KINDS = VOCODER_KINDS  # VocoderConfig.kind
 
 
 class VoiceConfigError(VenusError):
@@ -98,6 +101,8 @@ class FlowSection:
 
 @dataclass(frozen=True)
 class VocoderSection:
+    kind: VocoderKind = "hifigan"  # parsed as a str, checked against KINDS
+    iterations: int = 16
     steps: int = 3000
     batch: int = 8
     learning_rate: float = 1e-3
@@ -135,9 +140,14 @@ class VoiceConfig:
     eval: EvalSection = field(default_factory=EvalSection)
 
     @property
+    def vocoder_steps(self) -> int:
+        """The vocoder's training steps: none for Griffin-Lim, which has no weights."""
+        return 0 if self.vocoder.kind == "griffin_lim" else self.vocoder.steps
+
+    @property
     def steps(self) -> int:
         """The run's steps: each trains the flow until its steps, the vocoder until its."""
-        return max(self.flow.steps, self.vocoder.steps)
+        return max(self.flow.steps, self.vocoder_steps)
 
     def to_toml_dict(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -226,6 +236,10 @@ def _check(cfg: VoiceConfig, source: str) -> None:
          "vocoder.dilations must be a non-empty list of dilations >= 1"),
         (v.source in SOURCES, f"vocoder.source must be one of {', '.join(SOURCES)}, "
                               f"not {v.source!r}"),
+        (v.kind in KINDS, f"vocoder.kind must be one of {', '.join(KINDS)}, not {v.kind!r}"),
+        (1 <= v.iterations <= 256, "vocoder.iterations must be in [1, 256]"),
+        (v.kind == "hifigan" or v.source == "none",
+         "vocoder.source needs vocoder.kind = \"hifigan\" (Griffin-Lim has no source)"),
         (1 <= v.harmonics <= 64, "vocoder.harmonics must be in [1, 64]"),
         (v.f0_weight >= 0, "vocoder.f0_weight must be >= 0"),
         (cfg.steps >= 1, "flow.steps or vocoder.steps must be at least 1"),

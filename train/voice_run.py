@@ -37,6 +37,7 @@ from venus.errors import EvaluationError
 from venus.evaluation.asr import NO_ERRORS, PocketSphinx, Recognizer, WordErrors, word_errors
 from venus.export.model.config import PRESETS, FlowDecoderConfig, VocoderConfig
 from venus.export.model.flow import FlowDecoder, token_groups
+from venus.export.model.griffin_lim import AnyVocoder, GriffinLimVocoder, make_vocoder
 from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
 from venus.train.data import read_index
@@ -116,7 +117,7 @@ class Measure:
         return self.wer([r.audio() for r in self.replies])
 
     @torch.no_grad()
-    def __call__(self, flow: FlowDecoder, vocoder: Vocoder) -> dict[str, float | None]:
+    def __call__(self, flow: FlowDecoder, vocoder: AnyVocoder) -> dict[str, float | None]:
         was = flow.training, vocoder.training
         flow.eval()
         vocoder.eval()
@@ -188,7 +189,7 @@ def component_configs(cfg: VoiceConfig, codebook: int) -> tuple[FlowDecoderConfi
         raise VoiceConfigError(f"units.k {codebook} exceeds the model's {flow.codebook} codes")
     vocoder = replace(base.vocoder, channels=v.channels, resblock_kernels=v.kernels,
                       resblock_dilations=v.dilations, source=v.source,
-                      harmonics=v.harmonics)  # fmt: skip
+                      harmonics=v.harmonics, kind=v.kind, iterations=v.iterations)  # fmt: skip
     return flow, vocoder
 
 
@@ -294,26 +295,33 @@ def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None])
 
 
 class _Parts:
-    """The two components with their optimisers and schedules."""
+    """The two components with their optimisers and schedules (none for a Griffin-Lim
+    vocoder: it has no weights, only the codebook's mel statistics)."""
 
-    def __init__(self, cfg: VoiceConfig, codebook: int) -> None:
-        flow_cfg, vocoder_cfg = component_configs(cfg, codebook)
-        self.flow, self.vocoder = FlowDecoder(flow_cfg), Vocoder(vocoder_cfg)
+    def __init__(self, cfg: VoiceConfig, codebook: Codebook) -> None:
+        flow_cfg, vocoder_cfg = component_configs(cfg, codebook.size)
+        self.flow, self.vocoder = FlowDecoder(flow_cfg), make_vocoder(vocoder_cfg)
         init_component(self.flow, cfg.train.seed, "flow_decoder")
         init_component(self.vocoder, cfg.train.seed, "vocoder")
+        if isinstance(self.vocoder, GriffinLimVocoder):
+            stats = codebook.stats
+            self.vocoder.set_stats(torch.from_numpy(stats.mean), torch.from_numpy(stats.std))
         f, v = cfg.flow, cfg.vocoder
         self.opt_f = torch.optim.AdamW(self.flow.parameters(), lr=f.learning_rate)
-        self.opt_v = torch.optim.AdamW(self.vocoder.parameters(), lr=v.learning_rate)
         self.sch_f = torch.optim.lr_scheduler.LambdaLR(
             self.opt_f, lambda s: _lr_factor(s, f.warmup_steps, f.steps)
         )
-        self.sch_v = torch.optim.lr_scheduler.LambdaLR(
-            self.opt_v, lambda s: _lr_factor(s, v.warmup_steps, v.steps)
-        )
+        self.trained: dict[str, Any] = {}
+        if cfg.vocoder_steps:
+            self.opt_v = torch.optim.AdamW(self.vocoder.parameters(), lr=v.learning_rate)
+            self.sch_v = torch.optim.lr_scheduler.LambdaLR(
+                self.opt_v, lambda s: _lr_factor(s, v.warmup_steps, v.steps)
+            )
+            self.trained = {"opt_v": self.opt_v, "sch_v": self.sch_v}
 
     def named(self) -> dict[str, Any]:
         return {"flow": self.flow, "vocoder": self.vocoder, "opt_f": self.opt_f,
-                "opt_v": self.opt_v, "sch_f": self.sch_f, "sch_v": self.sch_v}  # fmt: skip
+                "sch_f": self.sch_f, **self.trained}  # fmt: skip
 
     def step(self, cfg: VoiceConfig, run: _Run, step: int) -> dict[str, Any]:
         """Step ``step`` of each component still training -> its history record."""
@@ -326,7 +334,7 @@ class _Parts:
                 _update(self.opt_f, self.sch_f, self.flow, fm + cfg.flow.prior_weight * prior)
                 record |= {"flow_loss": round(fm.item(), 5), "flow_prior": round(prior.item(), 5),
                            "flow_lr": self.sch_f.get_last_lr()[0]}  # fmt: skip
-            if step < cfg.vocoder.steps:
+            if step < cfg.vocoder_steps and isinstance(self.vocoder, Vocoder):
                 v = cfg.vocoder
                 stft, mel, f0 = vocoder_losses(self.vocoder, run.replies,
                                                run.draws.vocoder(step), run.draws.frames,
@@ -350,7 +358,7 @@ def train_voice(
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     run = _open(cfg, data, out, write)
-    parts = _Parts(cfg, run.codebook.size)
+    parts = _Parts(cfg, run.codebook)
     history = run.work / "history.jsonl"
     if run.state is not None:
         for name, part in parts.named().items():

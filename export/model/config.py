@@ -157,6 +157,8 @@ class FlowDecoderConfig:
 
 VocoderSource = Literal["none", "sine"]  # the vocoder's excitation (VocoderConfig.source)
 VOCODER_SOURCES: tuple[str, ...] = get_args(VocoderSource)
+VocoderKind = Literal["hifigan", "griffin_lim"]  # what the vocoder is (VocoderConfig.kind)
+VOCODER_KINDS: tuple[str, ...] = get_args(VocoderKind)
 
 
 @dataclass(config=_CFG)
@@ -167,6 +169,10 @@ class VocoderConfig:
     harmonic sine of an f0 the vocoder predicts from the mel, ``harmonics`` of them.
     The source fields are written only when ``source`` is not "none" (``SOURCE_FIELDS``),
     so a config without a source reads and writes as it did before they existed.
+
+    ``kind`` "griffin_lim" is no network at all (``griffin_lim.py``): the mel's magnitude
+    spectrum, its phase found by ``iterations`` rounds of streaming Griffin-Lim. Its fields
+    are written only for that kind (``KIND_FIELDS``); the HiFi-GAN fields then go unused.
     """
 
     mel_bins: int = Field(default=80, ge=1)
@@ -178,6 +184,8 @@ class VocoderConfig:
     resblock_dilations: tuple[int, ...] = (1, 3, 5)
     source: VocoderSource = "none"  # excitation injected into the upsampling
     harmonics: int = Field(default=8, ge=1, le=64)  # sine source: f0 and its overtones
+    kind: VocoderKind = "hifigan"
+    iterations: int = Field(default=16, ge=1, le=256)  # griffin_lim: phase rounds a step
 
     @property
     def hop(self) -> int:
@@ -285,6 +293,21 @@ def _tiny(frontend: Literal["omni", "audio"]) -> ModelConfig:
     )
 
 
+def _small(frontend: Literal["omni", "audio"]) -> ModelConfig:
+    """The tiny model with a wider, deeper audio encoder and backbone (hearing which
+    question was asked is what tiny lacks; docs/training.md). The speech side, flow decoder
+    and vocoder are tiny's, so a voice trained for tiny speaks for it too."""
+    base = _tiny(frontend)
+    return replace(
+        base,
+        name="small" if frontend == "omni" else "small-audio",
+        audio=AudioEncoderConfig(d_model=128, layers=3, heads=4, ffn_dim=256, max_positions=300),
+        backbone=replace(
+            base.backbone, hidden_size=96, layers=3, head_dim=24, intermediate_size=256
+        ),
+    )
+
+
 def _venus_9b(frontend: Literal["omni", "audio"]) -> ModelConfig:
     return ModelConfig(
         name="venus-9b" if frontend == "omni" else "venus-9b-audio",
@@ -296,6 +319,8 @@ def _venus_9b(frontend: Literal["omni", "audio"]) -> ModelConfig:
 PRESETS = {
     "tiny": lambda: _tiny("omni"),
     "tiny-audio": lambda: _tiny("audio"),
+    "small": lambda: _small("omni"),
+    "small-audio": lambda: _small("audio"),
     "venus-9b": lambda: _venus_9b("omni"),
     "venus-9b-audio": lambda: _venus_9b("audio"),
 }
@@ -304,19 +329,24 @@ _ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 _VOCODER: TypeAdapter[VocoderConfig] = TypeAdapter(VocoderConfig)
 
 
-# VocoderConfig fields written only when the vocoder has a source (its docstring).
+# VocoderConfig fields written only when the vocoder has a source, or is Griffin-Lim (its
+# docstring).
 SOURCE_FIELDS = ("source", "harmonics")
+KIND_FIELDS = ("kind", "iterations")
 
 
 def vocoder_to_dict(cfg: VocoderConfig) -> dict[str, Any]:
     """``cfg`` as JSON values, without the ``SOURCE_FIELDS`` left at their defaults when it
-    has no source (configs from before the source read back the same)."""
+    has no source, nor the ``KIND_FIELDS`` when it is HiFi-GAN (configs from before those
+    fields read back the same)."""
     out: dict[str, Any] = _VOCODER.dump_python(cfg, mode="json")
-    if cfg.source == "none":
-        defaults = _VOCODER.dump_python(VocoderConfig(), mode="json")
-        for name in SOURCE_FIELDS:
-            if out[name] == defaults[name]:
-                del out[name]
+    defaults = _VOCODER.dump_python(VocoderConfig(), mode="json")
+    unused = (SOURCE_FIELDS if cfg.source == "none" else ()) + (
+        KIND_FIELDS if cfg.kind == "hifigan" else ()
+    )
+    for name in unused:
+        if out[name] == defaults[name]:
+            del out[name]
     return out
 
 

@@ -12,9 +12,9 @@ from venus.export.model.audio import AudioEncoder
 from venus.export.model.backbone import Backbone
 from venus.export.model.config import ModelConfig
 from venus.export.model.flow import FlowDecoder
+from venus.export.model.griffin_lim import make_vocoder
 from venus.export.model.speech import SpeechDecoder
 from venus.export.model.vision import VisionEncoder
-from venus.export.model.vocoder import Vocoder
 
 COMPONENTS = (
     "audio_encoder",
@@ -36,7 +36,7 @@ class VenusModel(nn.Module):
         self.backbone = Backbone(cfg.backbone)
         self.speech_decoder = SpeechDecoder(cfg.speech, hidden)
         self.flow_decoder = FlowDecoder(cfg.flow)
-        self.vocoder = Vocoder(cfg.vocoder)
+        self.vocoder = make_vocoder(cfg.vocoder)
 
     def components(self) -> dict[str, nn.Module]:
         """The present components by checkpoint prefix, in a fixed order."""

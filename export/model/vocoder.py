@@ -93,9 +93,13 @@ class Vocoder(nn.Module):
         )
         self.conv_post = CausalConv1d(ch[-1], 1, cfg.kernel_size)
         self.source = SineSource(cfg, ch[1:]) if cfg.source == "sine" else None
-        self.convs = [m for m in self.modules() if isinstance(m, CausalConv1d)]
+        self.convs: list[CausalConv1d] = [m for m in self.modules() if isinstance(m, CausalConv1d)]
         for slot, conv in enumerate(self.convs):
             conv.slot = slot
+
+    def cache_shapes(self) -> list[tuple[int, int]]:
+        """Each streaming cache's [channels, context] (batch first), by slot."""
+        return [(c.in_channels, c.context) for c in self.convs]
 
     @torch.no_grad()
     def calibrate_init(self, gen: torch.Generator) -> None:

@@ -15,10 +15,10 @@ from venus.errors import ExportError
 from venus.export.model.audio import AudioEncoder
 from venus.export.model.backbone import DecoderStack
 from venus.export.model.flow import ROPE_THETA, FlowDecoder
+from venus.export.model.griffin_lim import AnyVocoder
 from venus.export.model.layers import rope_cos_sin
 from venus.export.model.speech import SpeechDecoder
 from venus.export.model.vision import VisionEncoder
-from venus.export.model.vocoder import Vocoder
 
 FLOW_TEMPERATURE = 1.0  # fixed in the graph: the noise input carries all randomness
 
@@ -169,7 +169,7 @@ class VocoderGraph(nn.Module):
     """``Vocoder.stream``: mel [batch, mel_bins, frames], past_conv.{k} [batch, channels_k,
     context_k] -> pcm [batch, frames x hop], present_conv.{k} (same shapes as past_conv)."""
 
-    def __init__(self, vocoder: Vocoder) -> None:
+    def __init__(self, vocoder: AnyVocoder) -> None:
         super().__init__()
         self.vocoder = vocoder
 
@@ -182,7 +182,7 @@ class SineVocoderGraph(nn.Module):
     """``Vocoder.stream`` of a vocoder with a sine source: as ``VocoderGraph`` with the
     source's phase after the mel, past_phase [batch, 1] -> present_phase [batch, 1]."""
 
-    def __init__(self, vocoder: Vocoder) -> None:
+    def __init__(self, vocoder: AnyVocoder) -> None:
         super().__init__()
         self.vocoder = vocoder
 

@@ -193,13 +193,13 @@ def _flow(model: VenusModel) -> GraphSpec:
 
 def _vocoder(model: VenusModel) -> GraphSpec:
     v = model.cfg.vocoder
-    convs = model.vocoder.convs
+    convs = model.vocoder.cache_shapes()
     frames = f"{v.hop} * frames"
 
     def conv(prefix: str) -> tuple[TensorTemplate, ...]:
         return tuple(
-            TensorTemplate(f"{prefix}.{k}", "float", ("batch", c.in_channels, c.context))
-            for k, c in enumerate(convs)
+            TensorTemplate(f"{prefix}.{k}", "float", ("batch", channels, context))
+            for k, (channels, context) in enumerate(convs)
         )
 
     mel = TensorTemplate("mel", "float", ("batch", v.mel_bins, "frames"))

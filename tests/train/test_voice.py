@@ -37,7 +37,7 @@ def one_thread() -> Iterator[None]:
         ({"flow": {"window_s": 2.5}}, r"flow\.window_s must be a whole number"),
         ({"flow": {"d_model": 30}}, r"flow\.d_model must be a positive multiple of flow\.heads"),
         ({"units": {"k": 7000}}, r"units\.k must be in \[2, 6561\]"),
-        ({"train": {"preset": "venus-9b"}}, r"train\.preset must be one of tiny, tiny-audio"),
+        ({"train": {"preset": "venus-9b"}}, r"train\.preset must be one of tiny, tiny-audio, sm"),
         ({"flow": {"steps": 0}, "vocoder": {"steps": 0}}, r"flow\.steps or vocoder\.steps"),
         (
             {"vocoder": {"source": "noise"}},
@@ -45,6 +45,16 @@ def one_thread() -> Iterator[None]:
         ),
         ({"vocoder": {"harmonics": 0}}, r"vocoder\.harmonics must be in \[1, 64\]"),
         ({"vocoder": {"f0_weight": -1}}, r"vocoder\.f0_weight must be >= 0"),
+        ({"vocoder": {"kind": "wavenet"}}, r"vocoder\.kind must be one of hifigan, griffin_lim"),
+        ({"vocoder": {"kind": "griffin_lim", "iterations": 0}}, r"vocoder\.iterations must be"),
+        (
+            {"vocoder": {"kind": "griffin_lim", "source": "sine"}},
+            r"vocoder\.source needs vocoder\.kind = \"hifigan\"",
+        ),
+        (
+            {"flow": {"steps": 0}, "vocoder": {"kind": "griffin_lim"}},
+            r"flow\.steps or vocoder\.steps",
+        ),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -207,14 +217,17 @@ def test_a_sine_source_learns_the_f0_of_one_reply(small_set: Path) -> None:
     assert after < 0.5 * before, (before, after)
 
 
-def quick(steps: int, utterances: int = 0, source: str = "none") -> VoiceConfig:
+def quick(
+    steps: int, utterances: int = 0, source: str = "none", kind: str = "hifigan"
+) -> VoiceConfig:
     return parse_voice_config({
         "data": {"validation": 0.34},
         "units": {"k": 32, "iterations": 5},
         "flow": {"steps": steps, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
                  "d_model": 32, "ffn_dim": 64},
         "vocoder": {"steps": steps - 1, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
-                    "channels": 16, "kernels": [3], "dilations": [1, 3], "source": source},
+                    "channels": 16, "kernels": [3], "dilations": [1, 3], "source": source,
+                    "kind": kind},
         "train": {"checkpoint_every": 2, "threads": 1},
         "eval": {"utterances": utterances},
     })  # fmt: skip
@@ -293,3 +306,38 @@ def test_the_voice_loads_into_the_model_and_is_measured(
     recipe.write_text(tomli_w.dumps(quick(3, utterances=1).to_toml_dict()))
     assert main(args) == 1
     assert "another recipe or data" in capsys.readouterr().err
+
+
+def test_a_griffin_lim_voice_trains_its_flow_alone_and_ships_the_mel_statistics(
+    small_set: Path, tmp_path: Path
+) -> None:
+    """kind = "griffin_lim": the steps train the flow decoder only (no vocoder losses, no
+    vocoder optimiser); the vocoder's tensors are the codebook's per-bin mean and std; it
+    loads into a model built with the voice's configs, and the chain is measured."""
+    from venus.export.model.config import PRESETS
+    from venus.export.model.griffin_lim import GriffinLimVocoder
+    from venus.export.model.venus import VenusModel
+    from venus.train.voice import load_voice, load_voice_weights
+    from venus.train.voice_run import train_voice
+
+    cfg = quick(3, utterances=1, kind="griffin_lim")
+    assert cfg.steps == 3 and cfg.vocoder_steps == 0
+    result = train_voice(cfg, small_set, tmp_path / "voice", lambda _line: None)
+    assert result.steps == 3
+    rows = [json.loads(h) for h in
+            (tmp_path / "voice" / "train" / "history.jsonl").read_text().splitlines()]  # fmt: skip
+    assert [r["step"] for r in rows if "flow_loss" in r] == [1, 2, 3]
+    assert not any("vocoder_loss" in r for r in rows)
+    state = torch.load(tmp_path / "voice" / "train" / "state.pt", weights_only=False)
+    assert "opt_v" not in state and set(state["vocoder"]) == {"mean", "std"}
+    voice = load_voice(tmp_path / "voice")
+    assert voice.vocoder.kind == "griffin_lim"
+    model = VenusModel(voice.model_config(PRESETS["tiny"]()))
+    load_voice_weights(model, tmp_path / "voice")
+    assert isinstance(model.vocoder, GriffinLimVocoder)
+    assert np.allclose(model.vocoder.mean.numpy(), voice.codebook.stats.mean)
+    assert np.allclose(model.vocoder.std.numpy(), voice.codebook.stats.std)
+    assert float(model.vocoder.std.min()) > 0  # not the untouched default of ones alone
+    assert not np.allclose(model.vocoder.mean.numpy(), 0.0)
+    metrics = json.loads((tmp_path / "voice" / "train" / "metrics.json").read_text())
+    assert metrics["validation"]["chain_mel_l1"] > 0
