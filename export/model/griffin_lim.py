@@ -150,7 +150,7 @@ class GriffinLimVocoder(nn.Module):
         w = torch.arange(1, FRAMES_PER_MEL + 1, dtype=mel.dtype, device=mel.device)
         w = w / FRAMES_PER_MEL  # the 4 frames of mel frame i lie at i - 3/4 .. i
         steps = prev[..., None] + (cur - prev)[..., None] * w  # [B, bins, F, 4]
-        return steps.flatten(2).transpose(1, 2), frames[..., -1:]
+        return steps.flatten(2).transpose(1, 2), both[..., -1:]  # the carried one if F = 0
 
     def _overlap_add(self, spectra: Tensor) -> Tensor:
         """[B, T, 2 bins] -> windowed overlap-add in blocks of h [B, T + 3, h], normalised
