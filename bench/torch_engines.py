@@ -37,11 +37,11 @@ if TYPE_CHECKING:  # torch is imported when a TorchEngines is opened, never at i
     from venus.export.model.audio import AudioEncoder, AudioStreamState
     from venus.export.model.backbone import Backbone, KVCache
     from venus.export.model.flow import FlowDecoder, FlowState
-    from venus.export.model.griffin_lim import AnyVocoder
     from venus.export.model.speech import SpeechDecoder
     from venus.export.model.venus import VenusModel
     from venus.export.model.vision import VisionEncoder
     from venus.export.model.vocoder import VocoderState
+    from venus.export.model.vocoders import AnyVocoder
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -46,6 +46,11 @@ class AlignmentError(DatagenError):
     """The chunk targets break a rule of the timeline; the message names the chunk."""
 
 
+class WordlessChunkError(AlignmentError):
+    """A chunk inside a reply in which no word starts (a long word or pause spans it), so
+    it would speak without text. Not a bug: the plan is drawn again (``realize``)."""
+
+
 def heard_from(t_s: float, chunk_s: float) -> int:
     """The chunk that decides the speech heard at ``t_s``."""
     return math.floor(t_s / chunk_s + EPS_S) - 1
@@ -212,8 +217,9 @@ def check_targets(plan: Plan, chunks: tuple[ChunkTarget, ...]) -> None:
     for c in chunks:
         speaking = c.decision in ("speak", "turn_eos")
         if speaking != bool(c.text):
-            raise AlignmentError(f"{plan.sample_id}: chunk {c.index} decides {c.decision} "
-                                 f"with text {c.text!r}")  # fmt: skip
+            error = WordlessChunkError if speaking else AlignmentError
+            raise error(f"{plan.sample_id}: chunk {c.index} decides {c.decision} "
+                        f"with text {c.text!r}")  # fmt: skip
         if c.delegate and not speaking:
             raise AlignmentError(f"{plan.sample_id}: chunk {c.index} delegates while listening")
     starts = {at_boundary(t.start_s, chunk_s) for t in plan.turns if t.speaker == "assistant"}

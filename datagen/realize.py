@@ -27,7 +27,7 @@ import math
 
 from venus.datagen import acoustics as ac
 from venus.datagen import tts, video
-from venus.datagen.align import AlignmentError, check_targets, chunk_targets
+from venus.datagen.align import WordlessChunkError, check_targets, chunk_targets
 from venus.datagen.config import GenerationConfig
 from venus.datagen.mixdown import (
     BABBLE_STREAM,
@@ -71,7 +71,7 @@ def realize(
 ) -> Realization:
     """Sample ``index`` of the set drawn with ``seed``, realized (see the module doc)."""
     spoken: dict[tuple[str, tts.Voice], tts.Utterance] = {}
-    problem: PlanError | RealizationError | AlignmentError | None = None
+    problem: PlanError | RealizationError | WordlessChunkError | None = None
     for attempt in range(MAX_ATTEMPTS):
         drawn = plan_sample(config, index, seed, attempt)
         utterances = [_speak(t, spoken, cache) for t in drawn.turns]
@@ -80,7 +80,7 @@ def realize(
             realization = place(plan, utterances, _babble_talkers(config, plan, cache))
             check_targets(plan, chunk_targets(realization))
             return realization
-        except (PlanError, RealizationError, AlignmentError) as e:
+        except (PlanError, RealizationError, WordlessChunkError) as e:
             log.debug("sample %d attempt %d does not hold after synthesis: %s", index, attempt, e)
             problem = e
     raise RealizationError(

@@ -2,10 +2,12 @@
 
 Every causal conv ``k`` keeps its last ``context_k`` input samples (``past_conv.{k}``
 [batch, channels_k, context_k], zeros at the start), so chunks of any length give the
-one-shot waveform sample for sample. A vocoder with a sine source (neural source-filter,
-``export/model/vocoder_source.py``) also carries its phase, ``past_phase`` [batch, 1]
-cycles, zeros at the start, returned as ``present_phase``; a graph without that input has
-no source and no phase.
+one-shot waveform sample for sample. A Griffin-Lim vocoder (``export/model/griffin_lim.py``,
+no weights) carries its two pieces of state in the same slots; its chunks are each final,
+but chunks of other sizes give a slightly different wave. A vocoder with a sine source
+(neural source-filter, ``export/model/vocoder_source.py``) also carries its phase,
+``past_phase`` [batch, 1] cycles, zeros at the start, returned as ``present_phase``; a
+graph without that input has no source and no phase.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class VocoderRunner:
             raise EngineError(
                 f"vocoder got mel of shape {mel.shape}; expected [{batch}, {self.mel_bins}, frames]"
             )
+        mel = mel.astype(self.session.dtype("mel"), copy=False)  # fp16 flow, fp32 vocoder
         feeds = {"mel": mel} | {PAST.format(k): c for k, c in enumerate(state.caches)}
         if state.phase is not None:
             feeds[PAST_PHASE] = state.phase

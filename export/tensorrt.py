@@ -212,7 +212,7 @@ def build_tensorrt(
         network, parser = _parse(trt, builder, engines_dir / entry.graph, name)
         config = builder.create_builder_config()
         cache = _use_timing_cache(config, cache, cache_path)
-        _set_precision(trt, config, fp16, manifest.precision)
+        _set_precision(trt, config, fp16 and not fp32_only(name, manifest), manifest.precision)
         ranges = shape_ranges(name, entry, manifest.schedule, limits)
         _add_profile(builder, config, network, ranges, name)
         plan = builder.build_serialized_network(network, config)
@@ -256,6 +256,18 @@ def _use_timing_cache(config: Any, cache: Any, path: Path) -> Any:
         cache = config.create_timing_cache(b"")
         config.set_timing_cache(cache, ignore_mismatch=False)
     return cache
+
+
+def fp32_only(component: str, manifest: Manifest) -> bool:
+    """Whether ``component`` must run in float32 whatever the export's precision: a
+    Griffin-Lim vocoder's phase search divides by magnitudes float16 cannot hold."""
+    config = manifest.model_config.get("model", manifest.model_config)
+    vocoder = config.get("vocoder") if isinstance(config, dict) else None
+    return (
+        component == "vocoder"
+        and isinstance(vocoder, dict)
+        and vocoder.get("kind") == "griffin_lim"
+    )
 
 
 def _set_precision(trt: Any, config: Any, fp16: bool, precision: str) -> None:

@@ -46,7 +46,12 @@ from torch import Tensor
 
 from venus.engines.mel import hann, mel_filterbank
 from venus.errors import DeviceError
-from venus.export.model.config import S3_VOCAB
+from venus.export.model.config import (
+    OUTPUT_MEL_FMAX_HZ,
+    OUTPUT_MEL_N_FFT,
+    OUTPUT_MEL_WINDOW,
+    S3_VOCAB,
+)
 from venus.hw.sources import FileAudioSource, pcm_to_float
 from venus.train.data import TrainDataError
 
@@ -59,10 +64,10 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RATE: Final = 24000  # the vocoder's output rate
 HOP: Final = 480  # 20 ms at 24 kHz: 50 frames/s
-N_FFT: Final = 1024
-WINDOW: Final = 960  # 40 ms Hann (two hops), centred in the FFT frame
+N_FFT: Final = OUTPUT_MEL_N_FFT  # 1024
+WINDOW: Final = OUTPUT_MEL_WINDOW  # 960: a 40 ms Hann (two hops), centred in the FFT frame
 N_MELS: Final = 80
-FMAX_HZ: Final = 8000.0
+FMAX_HZ: Final = OUTPUT_MEL_FMAX_HZ  # 8 kHz
 LOG_FLOOR: Final = 1e-5  # mel magnitude floor before ln (digital silence: ln(1e-5) = -11.5)
 FRAMES_PER_TOKEN: Final = 2  # the flow decoder's frames_per_token
 TOKENS_PER_S: Final = SAMPLE_RATE // (HOP * FRAMES_PER_TOKEN)  # 25, the speech decoder's rate

@@ -8,7 +8,8 @@ mel: ``(ln mel - mean) / std`` per bin, with the codebook's ``MelStats``
 noise's scale; the daemon's zero prompt before a reply's first group is the mean mel; the
 vocoder's random init is calibrated on unit-variance input. Digital silence sits near -4
 (0 to -10 by bin) in these units. The daemon passes the flow's mel straight to the
-vocoder, so the space never leaves the model: the stats are needed only to train.
+vocoder, so the space never leaves the model: a trained vocoder needs the stats only to
+train, a Griffin-Lim one (``export/model/griffin_lim.py``) holds them as its only tensors.
 
 **Units of training: replies.** Each assistant turn of a sample, from its first chunk to
 the chunk it ends in (turns start on chunk boundaries), with the codes ``chunk_units``
@@ -51,11 +52,11 @@ from venus.export.model.config import (
     vocoder_to_dict,
 )
 from venus.export.model.flow import ROPE_THETA, FlowDecoder, chunk_noise, token_groups
-from venus.export.model.griffin_lim import AnyVocoder
 from venus.export.model.layers import rope_cos_sin
 from venus.export.model.venus import VenusModel
 from venus.export.model.vocoder import Vocoder
 from venus.export.model.vocoder_source import F0Prediction
+from venus.export.model.vocoders import AnyVocoder
 from venus.train.data import TrainDataError, trajectory
 from venus.train.pitch import f0_losses, track_f0
 from venus.train.speech_units import (
@@ -76,7 +77,8 @@ from venus.train.speech_units import (
 __all__ = [
     "FLOW_FILE", "UNITS_FILE", "VOCODER_FILE", "VOICE_JSON", "Reply", "Voice", "Window",
     "encoder_batch", "flow_losses", "load_replies", "load_voice", "load_voice_weights", "log_mel",
-    "mrstft_loss", "reference_text", "save_units", "save_voice", "speak", "vocoder_losses",
+    "mrstft_loss", "reference_text", "save_units", "save_voice", "speak", "vocode",
+    "vocoder_losses",
 ]  # fmt: skip
 
 FORMAT: Final = "venus-voice"
@@ -423,6 +425,16 @@ def _tail(pred: F0Prediction, context: int) -> F0Prediction:
 
 
 @torch.no_grad()
+def vocode(vocoder: AnyVocoder, mel: Tensor, frames: int) -> Tensor:
+    """Mel [B, 80, n] through the vocoder ``frames`` at a time, as the daemon feeds it ->
+    PCM [B, n * HOP] (the one-shot wave for a HiFi-GAN vocoder; Griffin-Lim's differs)."""
+    state = vocoder.new_state(mel.shape[0])
+    return torch.cat(
+        [vocoder.step(mel[..., a : a + frames], state) for a in range(0, mel.shape[-1], frames)],
+        dim=-1,
+    )
+
+
 def speak(
     flow: FlowDecoder, vocoder: AnyVocoder, codes: NDArray[np.int64], chunk_tokens: int,
     seed: int,

@@ -242,7 +242,9 @@ def _check(cfg: VoiceConfig, source: str) -> None:
          "vocoder.source needs vocoder.kind = \"hifigan\" (Griffin-Lim has no source)"),
         (1 <= v.harmonics <= 64, "vocoder.harmonics must be in [1, 64]"),
         (v.f0_weight >= 0, "vocoder.f0_weight must be >= 0"),
-        (cfg.steps >= 1, "flow.steps or vocoder.steps must be at least 1"),
+        (cfg.steps >= 1, "flow.steps or vocoder.steps must be at least 1"
+                         + (" (a griffin_lim vocoder has no steps)"
+                            if v.kind == "griffin_lim" else "")),
     ]  # fmt: skip
     for ok, message in checks:
         if not ok:

@@ -4,7 +4,8 @@ resumable state (``voice.py`` has the parts).
 A run fits the codebook on the training split (``units.safetensors``, kept on resume),
 loads every assistant reply, then takes ``max(flow.steps, vocoder.steps)`` steps: each
 trains the flow decoder on ``flow.batch`` windows until its steps and the vocoder on
-``vocoder.batch`` segments until its. Every draw (windows, segments, t, noise) depends only
+``vocoder.batch`` segments until its (a Griffin-Lim vocoder has no steps: it is given the
+codebook's mel statistics and trains nothing). Every draw (windows, segments, t, noise) depends only
 on the seed and the step, so a resumed run ends with the weights of an uninterrupted one.
 
 At each checkpoint a handful of held-out replies are measured (``Measure``): the word
@@ -37,14 +38,15 @@ from venus.errors import EvaluationError
 from venus.evaluation.asr import NO_ERRORS, PocketSphinx, Recognizer, WordErrors, word_errors
 from venus.export.model.config import PRESETS, FlowDecoderConfig, VocoderConfig
 from venus.export.model.flow import FlowDecoder, token_groups
-from venus.export.model.griffin_lim import AnyVocoder, GriffinLimVocoder, make_vocoder
+from venus.export.model.griffin_lim import GriffinLimVocoder
 from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
+from venus.export.model.vocoders import AnyVocoder, make_vocoder
 from venus.train.data import read_index
 from venus.train.loop import split
 from venus.train.pitch import f0_agreement
 from venus.train.runlog import append, pyplot, same_recipe, save_state, truncate_history
-from venus.train.speech_units import SAMPLE_RATE, Codebook, fit_units
+from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
     Reply,
@@ -56,6 +58,7 @@ from venus.train.voice import (
     save_units,
     save_voice,
     speak,
+    vocode,
     vocoder_losses,
 )
 from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
@@ -127,7 +130,8 @@ class Measure:
         for i, r in enumerate(self.replies):
             z, wave = torch.from_numpy(r.z), torch.from_numpy(r.audio())
             began = time.perf_counter()
-            voc.append(vocoder(z[None])[0])
+            frames = self.chunk_tokens * FRAMES_PER_TOKEN  # a chunk's mel, as the daemon feeds it
+            voc.append(vocode(vocoder, z[None], frames)[0])
             vocoder_s += time.perf_counter() - began
             if vocoder.source is not None and r.f0 is not None:
                 f0_pred.append(vocoder.source.head(z[None]).hz()[0])
@@ -137,7 +141,7 @@ class Measure:
             flow_s += time.perf_counter() - began
             chain.append(pcm)
             z_units = torch.from_numpy(self.codebook.stats.normalise(self.codebook.decode(r.codes)))
-            units.append(vocoder(z_units[None])[0])
+            units.append(vocode(vocoder, z_units[None], frames)[0])
             audio_s += len(wave) / SAMPLE_RATE
             l1["vocoder"] += float((log_mel(voc[-1]) - log_mel(wave)).abs().mean())
             l1["chain"] += float(((z_chain - z) * self.std).abs().mean())

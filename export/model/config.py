@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import field, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
@@ -157,6 +157,12 @@ class FlowDecoderConfig:
 
 VocoderSource = Literal["none", "sine"]  # the vocoder's excitation (VocoderConfig.source)
 VOCODER_SOURCES: tuple[str, ...] = get_args(VocoderSource)
+# The output mel (the flow decoder's, the vocoder's input) is measured on the 24 kHz speech
+# with a 960-sample Hann (two hops) in a 1024-point FFT, 80 bands up to 8 kHz
+# (train/speech_units.output_mel); a Griffin-Lim vocoder inverts that filterbank.
+OUTPUT_MEL_N_FFT: Final = 1024
+OUTPUT_MEL_WINDOW: Final = 960
+OUTPUT_MEL_FMAX_HZ: Final = 8000.0
 VocoderKind = Literal["hifigan", "griffin_lim"]  # what the vocoder is (VocoderConfig.kind)
 VOCODER_KINDS: tuple[str, ...] = get_args(VocoderKind)
 
@@ -186,6 +192,12 @@ class VocoderConfig:
     harmonics: int = Field(default=8, ge=1, le=64)  # sine source: f0 and its overtones
     kind: VocoderKind = "hifigan"
     iterations: int = Field(default=16, ge=1, le=256)  # griffin_lim: phase rounds a step
+
+    def __post_init__(self) -> None:
+        if self.kind == "griffin_lim" and self.source != "none":
+            raise ValueError("a griffin_lim vocoder has no source: set source to none")
+        if self.kind == "griffin_lim" and self.hop % 4:
+            raise ValueError(f"a griffin_lim vocoder needs a hop divisible by 4, not {self.hop}")
 
     @property
     def hop(self) -> int:

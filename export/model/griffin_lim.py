@@ -8,7 +8,7 @@ any vocoder (same inputs, outputs and streaming contract, ``engines/vocoder.py``
 1. **Magnitude.** The mel is de-normalised with the voice's per-bin ``mean`` and ``std``
    (buffers the voice sets, ``set_stats``), exponentiated, mapped to a magnitude spectrum
    by the pseudo-inverse of the output mel's filterbank (1024-point FFT, 80 bands to 8
-   kHz, ``OUTPUT_MEL``), resampled to this STFT's bins and clipped at zero.
+   kHz, ``config.OUTPUT_MEL_*``), resampled to this STFT's bins and clipped at zero.
 2. **Frames.** The STFT window is one mel hop (N = 480 samples, 20 ms, periodic Hann)
    with ``FRAMES_PER_MEL`` = 4 frames a mel frame (a 120-sample hop h). Frame j covers
    samples [j h, j h + N). The magnitude of the 4 frames of mel frame i steps linearly
@@ -20,7 +20,8 @@ any vocoder (same inputs, outputs and streaming contract, ``engines/vocoder.py``
    advanced at each bin's centre frequency; then ``iterations`` rounds of overlap-add,
    re-analysis of the new frames, and their phase kept with the magnitude set. The step
    emits samples [first new frame's start, + n h): F * 480 samples that no later frame
-   touches, so each step's output is final (about 10 ms behind the mel's own timing).
+   touches, so each step's output is final. Frame 4i + 3, which carries mel frame i's
+   magnitude, is centred 360 samples (15 ms) after that mel frame's centre.
 
 Unlike the HiFi-GAN vocoder, chunks of different sizes give slightly different (each
 final) waves: the phase search sees the chunk. The daemon feeds whole 1 s chunks.
@@ -47,11 +48,15 @@ import torch
 from torch import Tensor, nn
 
 from venus.engines.mel import hann, mel_filterbank
-from venus.export.model.config import VocoderConfig
-from venus.export.model.vocoder import Vocoder, VocoderState
+from venus.export.model.config import (
+    OUTPUT_MEL_FMAX_HZ,
+    OUTPUT_MEL_N_FFT,
+    OUTPUT_MEL_WINDOW,
+    VocoderConfig,
+)
+from venus.export.model.vocoder import VocoderState
 
 FRAMES_PER_MEL: Final = 4  # STFT frames a mel frame: hop = mel hop / 4, window = mel hop
-OUTPUT_MEL: Final = (1024, 8000.0)  # the output mel's FFT size and top frequency (Hz)
 EPS: Final = 1e-8  # magnitudes below this have no phase
 
 
@@ -65,15 +70,15 @@ class StateSlot:
 
 def spectrum_matrix(cfg: VocoderConfig) -> np.ndarray:
     """[bins, mel_bins]: linear mel energies -> this STFT's magnitudes (module doc, 1)."""
-    n_fft, fmax = OUTPUT_MEL
-    filters = mel_filterbank(cfg.mel_bins, n_fft, cfg.sample_rate, fmax)  # [mel, 513]
+    n_fft = OUTPUT_MEL_N_FFT
+    filters = mel_filterbank(cfg.mel_bins, n_fft, cfg.sample_rate, OUTPUT_MEL_FMAX_HZ)
     inverse = np.linalg.pinv(filters)  # [513, mel]
     wide = np.linspace(0.0, cfg.sample_rate / 2, n_fft // 2 + 1)
     narrow = np.linspace(0.0, cfg.sample_rate / 2, cfg.hop // 2 + 1)
     # linear interpolation from the 1024-point bins to ours, as a matrix
     resample = np.stack([np.interp(narrow, wide, row) for row in np.eye(len(wide))], axis=1)
-    # a sinusoid's peak scales with the window's sum: output_mel's Hann is two hops, ours one
-    scale = hann(cfg.hop).sum() / hann(2 * cfg.hop).sum()
+    # a sinusoid's peak scales with the window's sum: the output mel's, ours of one hop
+    scale = hann(cfg.hop).sum() / hann(OUTPUT_MEL_WINDOW).sum()
     out: np.ndarray = (resample @ inverse * scale).astype(np.float32)
     return out
 
@@ -233,11 +238,3 @@ class GriffinLimVocoder(nn.Module):
             )
         pcm, state.caches, _ = self.stream(mel, state.caches)
         return pcm
-
-
-AnyVocoder = Vocoder | GriffinLimVocoder
-
-
-def make_vocoder(cfg: VocoderConfig) -> AnyVocoder:
-    """The vocoder ``cfg.kind`` names."""
-    return GriffinLimVocoder(cfg) if cfg.kind == "griffin_lim" else Vocoder(cfg)

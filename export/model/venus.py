@@ -12,9 +12,9 @@ from venus.export.model.audio import AudioEncoder
 from venus.export.model.backbone import Backbone
 from venus.export.model.config import ModelConfig
 from venus.export.model.flow import FlowDecoder
-from venus.export.model.griffin_lim import make_vocoder
 from venus.export.model.speech import SpeechDecoder
 from venus.export.model.vision import VisionEncoder
+from venus.export.model.vocoders import make_vocoder
 
 COMPONENTS = (
     "audio_encoder",

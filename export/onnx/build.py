@@ -5,9 +5,10 @@ precision pass (precision.py), describe it (manifest.py), copy the checkpoint's
 ``tokenizer.json``; ``manifest.json`` is written last, so a directory without one is an
 unfinished export. One log line per component.
 
-Precision per component: fp32 exports everything at float32; fp16 converts every graph;
-int4 quantises the backbone's and speech decoder's weights and leaves the other graphs
-at fp32 (their manifest entries say ``fp32``).
+Precision per component: fp32 exports everything at float32; fp16 converts every graph
+but a Griffin-Lim vocoder's (kept fp32, ``component_precision``); int4 quantises the
+backbone's and speech decoder's weights and leaves the other graphs at fp32 (their
+manifest entries say ``fp32``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tokenizers import Tokenizer
 from venus.engines.manifest import MANIFEST, Manifest, Precision, file_entry, write_manifest
 from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import ExportError
+from venus.export.model.config import ModelConfig
 from venus.export.model.venus import VenusModel
 from venus.export.onnx.exporter import export_graph
 from venus.export.onnx.manifest import build_manifest, component_entry
@@ -33,9 +35,11 @@ from venus.export.onnx.specs import graph_specs
 log = logging.getLogger(__name__)
 
 
-def component_precision(component: str, precision: Precision) -> Precision:
+def component_precision(component: str, precision: Precision, cfg: ModelConfig) -> Precision:
     if precision == "int4" and component not in INT4_COMPONENTS:
         return "fp32"
+    if component == "vocoder" and cfg.vocoder.kind == "griffin_lim":
+        return "fp32"  # its phase search divides by magnitudes float16 cannot hold
     return precision
 
 
@@ -101,7 +105,7 @@ def export_engines(
     for spec in specs:
         began = time.monotonic()
         files = export_graph(spec, cfg, out)
-        graph_precision = component_precision(spec.name, precision)
+        graph_precision = component_precision(spec.name, precision, cfg)
         if graph_precision != "fp32":
             _apply_precision(out, files, graph_precision)
         _share(out, files)

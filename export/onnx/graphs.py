@@ -15,10 +15,10 @@ from venus.errors import ExportError
 from venus.export.model.audio import AudioEncoder
 from venus.export.model.backbone import DecoderStack
 from venus.export.model.flow import ROPE_THETA, FlowDecoder
-from venus.export.model.griffin_lim import AnyVocoder
 from venus.export.model.layers import rope_cos_sin
 from venus.export.model.speech import SpeechDecoder
 from venus.export.model.vision import VisionEncoder
+from venus.export.model.vocoders import AnyVocoder
 
 FLOW_TEMPERATURE = 1.0  # fixed in the graph: the noise input carries all randomness
 

@@ -17,8 +17,9 @@ import torch
 from venus.datagen import tts
 from venus.evaluation.asr import NO_ERRORS, PocketSphinx, word_errors
 from venus.export.model.config import PRESETS, VocoderConfig, config_from_dict, config_to_dict
-from venus.export.model.griffin_lim import GriffinLimVocoder, make_vocoder
+from venus.export.model.griffin_lim import GriffinLimVocoder
 from venus.export.model.venus import VenusModel
+from venus.export.model.vocoders import make_vocoder
 from venus.train.speech_units import LOG_FLOOR, output_mel
 
 HOP, SR = 480, 24000
@@ -135,6 +136,9 @@ def test_its_config_is_written_only_for_that_kind() -> None:
     vocoder = make_vocoder(gl.vocoder)
     assert isinstance(vocoder, GriffinLimVocoder) and not list(vocoder.parameters())
     assert set(vocoder.state_dict()) == {"mean", "std"}  # what a voice sets and ships
+    written["model"]["vocoder"]["source"] = "sine"
+    with pytest.raises(ExportError, match="a griffin_lim vocoder has no source"):
+        config_from_dict(written, "test")
     written["model"]["vocoder"]["kind"] = "wavenet"
     with pytest.raises(ExportError, match=r"model\.vocoder\.kind"):
         config_from_dict(written, "test")
@@ -155,7 +159,7 @@ def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
     from venus.export.onnx.verify import FP32_TOLERANCE, check_component
 
     cfg = PRESETS["tiny-audio"]()
-    model = VenusModel(replace(cfg, vocoder=config(iterations=4))).eval()
+    model = VenusModel(replace(cfg, vocoder=config())).eval()  # the recipe's 16 rounds
     init_model(model, 0)
     _, pcm = speech()[1]
     mel = output_mel(pcm)
@@ -180,5 +184,7 @@ def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
             out = runner.step(chunk, state)
             ref = vocoder.step(torch.from_numpy(chunk), ref_state).numpy()
             assert out.shape == ref.shape == (1, n * HOP)
-            assert np.abs(out - ref).max() <= 1e-3 * max(np.abs(ref).max(), 1e-3)
+            # 16 rounds a chunk, carried from chunk to chunk, amplify float rounding: to
+            # 1e-3 of the peak here; 1e-2 (-40 dB) is far below hearing, far above rounding
+            assert np.abs(out - ref).max() <= 1e-2 * max(np.abs(ref).max(), 1e-3)
             at += n
