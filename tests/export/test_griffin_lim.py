@@ -144,6 +144,24 @@ def test_its_config_is_written_only_for_that_kind() -> None:
         config_from_dict(written, "test")
 
 
+def test_it_stays_float32_in_fp16_exports_and_tensorrt_builds() -> None:
+    """Its phase search divides by magnitudes float16 cannot hold; the trained vocoder and
+    every other graph still go to fp16."""
+    from venus.engines.manifest import load_manifest
+    from venus.export.onnx.build import component_precision
+    from venus.export.tensorrt import fp32_only
+
+    cfg = PRESETS["tiny"]()
+    gl = replace(cfg, vocoder=config())
+    assert component_precision("vocoder", "fp16", gl) == "fp32"
+    assert component_precision("vocoder", "fp16", cfg) == "fp16"
+    assert component_precision("flow_decoder", "fp16", gl) == "fp16"
+    shipped = load_manifest(DEMO)
+    assert not fp32_only("vocoder", shipped)
+    written = replace(shipped, model_config=config_to_dict(gl))
+    assert fp32_only("vocoder", written) and not fp32_only("backbone", written)
+
+
 def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
     """Exported like any vocoder (mel and two carried states in, pcm and the states out),
     it passes the export's verify check, and the runner streamed over uneven chunks gives
