@@ -57,7 +57,8 @@ DUPLEX_EPILOG = """\
 examples:
   venus datagen --preset eval --seed 1 --jobs 2 --out eval-set
   venus eval duplex --data eval-set --out eval-run --jobs 2
-  venus eval duplex --data eval-set --out try --policy vad --limit 5"""
+  venus eval duplex --data eval-set --out try --policy vad --limit 5
+  venus eval duplex --data eval-set --out greedy --engines my-engines --temperature 0"""
 
 
 ASR_HELP = """\
@@ -79,6 +80,8 @@ examples:
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
+    from venus.evaluation.sampling import add_temperature
+
     cmd = commands.add_parser(
         "eval",
         help="evaluate full-duplex behaviour (overlap labels, latencies) offline",
@@ -125,6 +128,7 @@ docs/evaluation.md.""",
 examples:
   venus datagen --preset eval --seed 1 --out eval-set
   venus eval delegation --data eval-set --out delegation
+  venus eval delegation --data eval-set --out greedy --engines my-engines --temperature 0
   venus eval delegation --data eval-set --out check --reference
   venus eval delegation --data eval-set --out other --hypothesis their-runs""",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -163,6 +167,7 @@ examples:
         help="share of the other categories' samples scored too, for unnecessary "
         "delegations (0-1, default 0.2)",
     )
+    add_temperature(delegation)
     delegation.add_argument("--system", metavar="NAME", help="the system's name in the report")
     delegation.set_defaults(run=_delegation)
 
@@ -201,6 +206,7 @@ examples:
         help="samples run in J worker processes (0: one per CPU; default 1)",
     )
     duplex.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    add_temperature(duplex)
     duplex.set_defaults(run=_duplex)
 
     asr = sub.add_parser(
@@ -249,9 +255,13 @@ def _duplex(args: argparse.Namespace) -> int:
 def _delegation(args: argparse.Namespace) -> int:
     from venus.errors import EvaluationError
     from venus.evaluation.delegation_run import evaluate
+    from venus.evaluation.sampling import daemon_temperature
 
-    if (args.reference or args.hypothesis) and (args.engines or args.policy):
-        raise EvaluationError("--engines and --policy go with a run, not with a given hypothesis")
+    tuned = args.temperature != daemon_temperature()
+    if (args.reference or args.hypothesis) and (args.engines or args.policy or tuned):
+        raise EvaluationError(
+            "--engines, --policy and --temperature go with a run, not with a given hypothesis"
+        )
     done = evaluate(
         args.data,
         args.out,
@@ -259,6 +269,7 @@ def _delegation(args: argparse.Namespace) -> int:
         reference=args.reference,
         engines=args.engines,
         policy=args.policy or "model",
+        temperature=args.temperature,
         others=args.others,
         system=args.system,
     )

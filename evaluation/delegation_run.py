@@ -53,6 +53,7 @@ __all__ = [
     "default_engines",
     "evaluate",
     "find_set",
+    "run_config",
     "run_samples",
     "schemas",
     "score_dir",
@@ -164,23 +165,38 @@ def score_dir(
     return scores, missing
 
 
-def run_samples(
-    samples: Sequence[SetSample], out: Path, engines_dir: Path, policy: str, seed: int = 0
-) -> Path:
-    """Every sample through the daemon offline with the harness (see the module doc);
-    returns the hypothesis dir, ``out/samples``."""
+def run_config(engines_dir: Path, seed: int = 0, temperature: float | None = None) -> VenusConfig:
+    """The daemon's defaults with these engines, seed and temperature (None: the
+    daemon's), the engines' cache under ``~/.cache/venus``."""
     from venus.daemon.config.schema import VenusConfig
+
+    cfg = VenusConfig()
+    model = dataclasses.replace(cfg.model, engines=engines_dir, seed=seed)
+    if temperature is not None:
+        model = dataclasses.replace(model, temperature=temperature)
+    return dataclasses.replace(
+        cfg,
+        model=model,
+        engines=dataclasses.replace(cfg.engines, cache_dir=Path.home() / ".cache" / "venus"),
+    )
+
+
+def run_samples(
+    samples: Sequence[SetSample],
+    out: Path,
+    engines_dir: Path,
+    policy: str,
+    seed: int = 0,
+    temperature: float | None = None,
+) -> Path:
+    """Every sample through the daemon offline with the harness (see the module doc),
+    configured by :func:`run_config`; returns the hypothesis dir, ``out/samples``."""
     from venus.daemon.frontend.policy import policy_named
     from venus.daemon.frontend.session import engine_options
     from venus.engines.runners import Engines
     from venus.errors import EngineError
 
-    cfg = VenusConfig()
-    cfg = dataclasses.replace(
-        cfg,
-        model=dataclasses.replace(cfg.model, engines=engines_dir, seed=seed),
-        engines=dataclasses.replace(cfg.engines, cache_dir=Path.home() / ".cache" / "venus"),
-    )
+    cfg = run_config(engines_dir, seed, temperature)
     try:
         engines = Engines.open(engines_dir, engine_options(cfg))
     except (EngineError, OSError) as e:
@@ -239,6 +255,7 @@ def _run_one(
             harness=harness,
             session_id=s.sample_id,
             policy=policy,
+            extra_summary={"seed": cfg.model.seed, "temperature": cfg.model.temperature},
         )
     finally:
         harness.stop()
@@ -262,12 +279,15 @@ def evaluate(
     reference: bool = False,
     engines: Path | None = None,
     policy: str = "model",
+    temperature: float | None = None,
     others: float = OTHERS,
     system: str | None = None,
 ) -> Evaluated:
     """Choose the samples, get the hypotheses (the reference's own targets, a given dir,
-    or a run of the daemon), score them and write the report into ``out``."""
+    or a run of the daemon at ``temperature``, None: the daemon's), score them and write
+    the report into ``out``."""
     from venus.evaluation.delegation_report import write_report
+    from venus.evaluation.sampling import daemon_temperature
 
     if reference and hypothesis is not None:
         raise EvaluationError("--reference and --hypothesis are two modes; give one")
@@ -278,8 +298,10 @@ def evaluate(
         name = hypothesis.resolve().name
     else:
         engines = engines or default_engines()
-        hypothesis = run_samples(samples, out, engines, policy)
+        hypothesis = run_samples(samples, out, engines, policy, temperature=temperature)
         name = f"venus {engines.name} ({policy})"
+        if temperature is not None and temperature != daemon_temperature():
+            name = f"venus {engines.name} ({policy}, temperature {temperature:g})"
     scores, missing = score_dir(samples, hypothesis)
     if not scores:
         raise EvaluationError(

@@ -9,9 +9,9 @@ exactly as long as the input), ``timeline.jsonl``, ``conversation.wav`` and
 ``summary.json``. The sample is then scored on its ``output.wav``
 (:func:`venus.evaluation.score.score_sample`) and each overlap relabelled with the hints
 its timeline gives (:mod:`venus.evaluation.hints`). A sample depends only on the engines,
-the seed, the policy and its input: ``--jobs`` changes the wall time, not the timelines or
-the labels (workers share the CPUs out among their ONNX sessions, and another thread
-count may move output samples by one least significant bit).
+the seed, the temperature, the policy and its input: ``--jobs`` changes the wall time, not
+the timelines or the labels (workers share the CPUs out among their ONNX sessions, and
+another thread count may move output samples by one least significant bit).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from venus.engines.runners import Engines
 from venus.errors import EngineError, EvaluationError
 from venus.evaluation.hints import reply_playbacks, timeline_hints
 from venus.evaluation.metrics import DEFAULT_RULES, Rules, label_overlap
+from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import INPUT_WAV, SampleRef, SampleScore, find_samples, score_sample
 
 __all__ = [
@@ -60,18 +61,22 @@ QUIETED = ("venus", "venus.daemon", "venus.engines", "venus.evaluation")
 
 @dataclass(frozen=True)
 class DuplexSetup:
-    """How every sample is run: the engines, the seed, the scoring rules."""
+    """How every sample is run: the engines, the seed and temperature, the scoring rules."""
 
     engines: Path  # an engine dir (holds manifest.json)
     seed: int = 0
+    temperature: float = field(default_factory=daemon_temperature)  # 0: greedy
     rules: Rules = DEFAULT_RULES
     intra_op_threads: int = 0  # per ONNX session; 0: ONNX Runtime picks
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "venus")
 
     def config(self) -> VenusConfig:
-        """The defaults with these engines, seed, threads and cache (as ``venus demo``)."""
+        """The defaults with these engines, seed, temperature, threads and cache (as
+        ``venus demo``)."""
         cfg = VenusConfig()
-        model = dataclasses.replace(cfg.model, engines=self.engines, seed=self.seed)
+        model = dataclasses.replace(
+            cfg.model, engines=self.engines, seed=self.seed, temperature=self.temperature
+        )
         engines = dataclasses.replace(
             cfg.engines, intra_op_threads=self.intra_op_threads, cache_dir=self.cache_dir
         )
@@ -120,7 +125,12 @@ class Runner:
             ref.folder / INPUT_WAV,
             folder,
             harness=harness,
-            extra_summary={"sample": ref.name, "engines": str(self.setup.engines)},
+            extra_summary={
+                "sample": ref.name,
+                "engines": str(self.setup.engines),
+                "seed": self.cfg.model.seed,
+                "temperature": self.cfg.model.temperature,
+            },
             policy=policy_named(policy),
         )
         return score_run(ref, folder / OUTPUT_WAV, done.records, self.chunk_s, self.setup.rules)

@@ -17,6 +17,7 @@ from venus.errors import EvaluationError
 from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex
 from venus.evaluation.duplex_report import RunInfo, write_duplex_report
 from venus.evaluation.progress import PolicyProgress
+from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import find_samples
 
 __all__ = ["SHIPPED_ENGINES", "main"]
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
         if engines is None:
             tiny = files("venus.demo") / "engines" / "tiny"
             engines = Path(stack.enter_context(as_file(tiny)))
-        setup = DuplexSetup(engines, seed=args.seed)
+        setup = DuplexSetup(engines, seed=args.seed, temperature=args.temperature)
         progress = PolicyProgress(sys.stderr, policies, total)
         started = time.perf_counter()
         runs = run_duplex(
@@ -52,6 +53,7 @@ def main(args: argparse.Namespace) -> int:
         out=str(args.out),
         engines=str(args.engines) if args.engines else SHIPPED_ENGINES,
         seed=args.seed,
+        temperature=args.temperature,
         limit=args.limit,
         jobs=jobs,
         wall_s=round(wall_s, 1),
@@ -84,5 +86,7 @@ def _command(args: argparse.Namespace) -> str:
         words += ["--limit", str(args.limit)]
     if args.seed:
         words += ["--seed", str(args.seed)]
+    if args.temperature != daemon_temperature():
+        words += ["--temperature", f"{args.temperature:g}"]
     words += ["--jobs", str(args.jobs)]
     return shlex.join(words)

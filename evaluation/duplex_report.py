@@ -2,9 +2,9 @@
 
 - ``OUT/<policy>/report.json`` and ``report.md``: what ``venus eval score`` writes, for
   that policy's outputs (:func:`venus.evaluation.summary.write_report`).
-- ``OUT/report.json``: the run (data, engines, seed, limit, wall time) and per policy its
-  scenario and v1 summaries and its timeline summary (below); per-sample detail stays in
-  the policies' own reports.
+- ``OUT/report.json``: the run (data, engines, seed, temperature, limit, wall time) and
+  per policy its scenario and v1 summaries and its timeline summary (below); per-sample
+  detail stays in the policies' own reports.
 - ``OUT/report.md``: the scenario, latency and v1 tables with every policy side by side
   (:func:`venus.evaluation.summary.render_markdown`), then the *timeline labels*: per task
   and policy, how the timeline labelled the overlaps before the audio confirmed them, the
@@ -58,6 +58,7 @@ class RunInfo:
     out: str
     engines: str
     seed: int
+    temperature: float  # the model's sampling temperature; 0: greedy
     limit: int | None
     jobs: int
     wall_s: float
@@ -196,7 +197,7 @@ def render_duplex_markdown(
         "",
         f"- command: `{info.command}`",
         f"- data: `{info.data}` ({scope}); outputs and per-policy reports: `{info.out}/<policy>/`",
-        f"- engines: `{info.engines}`; seed {info.seed}",
+        f"- engines: `{info.engines}`; seed {info.seed}, temperature {info.temperature:g}",
         f"- wall time: {info.wall_s:.1f} s with {info.jobs} job(s)",
     ]
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
+from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
 from venus.evaluation.delegation import (
     Call,
@@ -340,6 +341,18 @@ def test_choose_takes_every_delegation_sample_and_a_share_of_the_others(
     assert len(choose(samples, 0.0)) == delegation and len(choose(samples, 1.0)) == len(samples)
 
 
+def test_the_samples_run_with_the_temperature_given() -> None:
+    from venus.evaluation.delegation_run import default_engines, run_config
+
+    tiny = default_engines()
+    daemon = VenusConfig().model
+    assert run_config(tiny).model.temperature == daemon.temperature
+    greedy = run_config(tiny, seed=2, temperature=0.0).model
+    assert (greedy.engines, greedy.seed, greedy.temperature) == (tiny, 2, 0.0)
+    assert (greedy.top_p, greedy.listen_bias) == (daemon.top_p, daemon.listen_bias)
+    assert run_config(tiny, temperature=1.5).model.temperature == 1.5
+
+
 def test_cli_runs_the_tiny_engines_with_the_harness(
     delegation_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -347,13 +360,15 @@ def test_cli_runs_the_tiny_engines_with_the_harness(
 
     out = tmp_path / "eval"
     assert main(["eval", "delegation", "--data", str(delegation_set), "--out", str(out),
-                 "--others", "1"]) == 0  # fmt: skip
+                 "--others", "1", "--temperature", "0"]) == 0  # fmt: skip
     report = json.loads((out / "delegation.json").read_text())
+    assert report["system"] == "venus tiny (model, temperature 0)"
     f = report["set"]
     assert f["samples"] == 8 and f["reference_calls"] >= f["with_calls"] > 0
     for sample in report["samples"]:
         folder = out / "samples" / sample["sample_id"]
         assert (folder / "timeline.jsonl").is_file() and (folder / "items.jsonl").is_file()
+        assert json.loads((folder / "summary.json").read_text())["temperature"] == 0.0  # greedy
     # the untrained model is not judged, only the report's consistency
     assert f["matched"] <= min(f["reference_calls"], f["hypothesis_calls"])
     assert f["missed_rate"] == pytest.approx(1 - f["recall"])
@@ -388,6 +403,9 @@ def test_an_engine_that_delegates_is_answered_heard_and_scored(
     assert main(["eval", "delegation", "--data", str(delegation_set), "--out", str(out),
                  "--engines", str(engines), "--policy", "vad", "--others", "0"]) == 0  # fmt: skip
     report = json.loads((out / "delegation.json").read_text())
+    assert report["system"] == "venus engines (vad)"  # the daemon's temperature: not named
+    summary = json.loads((out / "samples" / target / "summary.json").read_text())
+    assert summary["temperature"] == VenusConfig().model.temperature
     f = report["set"]
     assert f["hypothesis_calls"] > 0 and f["malformed"] == 0
 
@@ -428,5 +446,7 @@ def test_cli_refuses_bad_inputs_with_the_message(
     assert "no index.jsonl" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--reference", "--policy", "vad"]) == 1
     assert "go with a run" in capsys.readouterr().err
+    assert main([*args, "--data", str(delegation_set), "--reference", "--temperature", "0"]) == 1
+    assert "--temperature go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--hypothesis", str(tmp_path)]) == 1
     assert "no <sample id>/timeline.jsonl" in capsys.readouterr().err

@@ -20,6 +20,7 @@ import pytest
 from support.frontend import chunk_record
 from support.scripted import Scripted
 
+from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent
 from venus.daemon.frontend.timeline import ChunkRecord
@@ -176,7 +177,7 @@ def test_the_three_policies_run_side_by_side_with_their_expected_profiles(
     # The scripted model yields at the chunk after its answer: silent when the user speaks.
     assert all(o is not None and o.label == Behaviour.UNCERTAIN for o in by["model"].values())
 
-    info = RunInfo(str(fdb.data), str(out), "scripted", 0, None, 1, 1.0, "venus eval duplex")
+    info = RunInfo(str(fdb.data), str(out), "scripted", 0, 0.7, None, 1, 1.0, "venus eval duplex")
     json_path, md_path = write_duplex_report(runs, info, DEFAULT_RULES)
     md = md_path.read_text()
     rows = [line for line in md.splitlines() if line.startswith("| user_backchannel | ")]
@@ -232,6 +233,8 @@ def test_venus_eval_duplex_runs_the_shipped_engines_in_workers_like_in_process(
     md = (tmp_path / "o" / "report.md").read_text()
     for policy in POLICIES:
         assert f"| user_interruption | {policy} | 1 |" in md
+    daemon = VenusConfig().model.temperature  # the default: not in the command, reported
+    assert f"seed 0, temperature {daemon:g}" in md and "--temperature" not in md
     setup = DuplexSetup(TINY, intra_op_threads=worker_threads(2), cache_dir=tmp_path / "cache")
     here = run_duplex(fdb.data, tmp_path / "here", setup, POLICIES, limit=1)
     for run in here:
@@ -243,3 +246,34 @@ def test_venus_eval_duplex_runs_the_shipped_engines_in_workers_like_in_process(
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
     )  # fmt: skip
     assert bad.returncode == 1 and "no Full-Duplex-Bench task folders" in bad.stderr
+
+
+def test_the_temperature_reaches_the_daemons_configuration() -> None:
+    daemon = VenusConfig().model.temperature
+    assert DuplexSetup(TINY).temperature == daemon
+    assert DuplexSetup(TINY).config().model.temperature == daemon
+    greedy = DuplexSetup(TINY, seed=3, temperature=0.0).config().model
+    assert (greedy.temperature, greedy.seed, greedy.engines) == (0.0, 3, TINY)
+    assert DuplexSetup(TINY, temperature=1.3).config().model.temperature == 1.3
+
+
+def test_venus_eval_duplex_runs_at_the_temperature_given(fdb, speech, tmp_path: Path) -> None:
+    """--temperature 0: the samples run greedy (their summary.json says so), and the
+    report's run line and command line carry it."""
+    write_set(fdb, speech)
+    venus = Path(sys.executable).with_name("venus")
+    env = {**os.environ, "HOME": str(tmp_path)}  # the engines' cache goes there
+    done = subprocess.run(
+        [str(venus), "eval", "duplex", "--data", str(fdb.data), "--out", "o", "--limit", "1",
+         "--policy", "model", "--temperature", "0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summaries = sorted((tmp_path / "o" / "model").glob("*/*/summary.json"))
+    assert len(summaries) == 3
+    for path in summaries:
+        assert json.loads(path.read_text())["temperature"] == 0.0
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["run"]["temperature"] == 0.0
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "seed 0, temperature 0\n" in md
+    assert "--policy model --limit 1 --temperature 0 --jobs 1`" in md

@@ -1,0 +1,62 @@
+"""``--temperature`` of ``venus eval duplex`` and ``venus eval delegation``: the model's
+sampling temperature for text and speech tokens, by default and within bounds the
+daemon's own ``[model] temperature`` (``daemon/config/schema.py``), so a run can be made
+greedy (0) without a configuration file."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import annotated_types
+from pydantic.fields import FieldInfo
+
+from venus.daemon.config.schema import ModelConfig
+
+__all__ = ["add_temperature", "daemon_temperature", "temperature_arg", "temperature_bounds"]
+
+
+def daemon_temperature() -> float:
+    """The daemon's default ``[model] temperature``."""
+    return ModelConfig().temperature
+
+
+def temperature_bounds() -> tuple[float, float]:
+    """The inclusive range the daemon's configuration allows for ``[model] temperature``."""
+    (info,) = [f.default for f in dataclasses.fields(ModelConfig) if f.name == "temperature"]
+    low, high = float("-inf"), float("inf")
+    for m in info.metadata if isinstance(info, FieldInfo) else ():
+        if isinstance(m, annotated_types.Ge) and isinstance(m.ge, (int, float)):
+            low = float(m.ge)
+        elif isinstance(m, annotated_types.Le) and isinstance(m.le, (int, float)):
+            high = float(m.le)
+    return low, high
+
+
+def add_temperature(parser: argparse.ArgumentParser) -> None:
+    """``--temperature T`` on a command that runs the daemon (``args.temperature``)."""
+    default = daemon_temperature()
+    parser.add_argument(
+        "--temperature",
+        type=temperature_arg,
+        default=default,
+        metavar="T",
+        help=f"text and speech sampling temperature of the model (default: the daemon's, "
+        f"{default:g}); 0 is greedy",
+    )
+
+
+def temperature_arg(text: str) -> float:
+    """``--temperature``'s argparse type: a number within :func:`temperature_bounds`
+    (argparse names the option in its error)."""
+    low, high = temperature_bounds()
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not low <= value <= high:  # NaN included
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range; give {low:g} to {high:g} (0 is greedy), the range of "
+            "the daemon's [model] temperature"
+        )
+    return value

@@ -1,0 +1,48 @@
+"""``--temperature`` of ``venus eval duplex`` and ``venus eval delegation``: the daemon's
+default, its bounds, and an error naming the option."""
+
+from __future__ import annotations
+
+import pytest
+
+from venus.cli import build_parser
+from venus.daemon.config.schema import VenusConfig
+from venus.evaluation.sampling import temperature_bounds
+
+COMMANDS = (
+    ["eval", "duplex", "--data", "d", "--out", "o"],
+    ["eval", "delegation", "--data", "d", "--out", "o"],
+)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=["duplex", "delegation"])
+def test_temperature_defaults_to_the_daemons_and_parses(command: list[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(command).temperature == VenusConfig().model.temperature
+    assert parser.parse_args([*command, "--temperature", "0"]).temperature == 0.0
+    assert parser.parse_args([*command, "--temperature", "1.25"]).temperature == 1.25
+    assert parser.parse_args([*command, "--temperature", "2"]).temperature == 2.0
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=["duplex", "delegation"])
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("2.5", "out of range; give 0 to 2"),
+        ("-0.1", "out of range; give 0 to 2"),
+        ("nan", "out of range"),
+        ("warm", "'warm' is not a number"),
+    ],
+)
+def test_a_temperature_outside_the_daemons_range_is_a_usage_error_naming_it(
+    command: list[str], value: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*command, "--temperature", value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --temperature:" in err and why in err
+
+
+def test_the_bounds_are_the_configuration_schemas() -> None:
+    assert temperature_bounds() == (0.0, 2.0)  # daemon/config/schema.py, ModelConfig
