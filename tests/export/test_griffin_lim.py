@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soxr
 import torch
+from support.vocoder_graph import exported_vocoder
 
 from venus.datagen import tts
 from venus.evaluation.asr import NO_ERRORS, PocketSphinx, word_errors
@@ -166,15 +167,7 @@ def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
     """Exported like any vocoder (mel and two carried states in, pcm and the states out),
     it passes the export's verify check, and the runner streamed over uneven chunks gives
     torch's ``step``."""
-    from venus.engines.manifest import load_manifest
-    from venus.engines.options import EngineOptions
-    from venus.engines.session import open_component
-    from venus.engines.vocoder import VocoderRunner
     from venus.export.model.init import init_model
-    from venus.export.onnx.exporter import export_graph
-    from venus.export.onnx.manifest import component_entry
-    from venus.export.onnx.specs import graph_specs
-    from venus.export.onnx.verify import FP32_TOLERANCE, check_component
 
     cfg = PRESETS["tiny-audio"]()
     model = VenusModel(replace(cfg, vocoder=config())).eval()  # the recipe's 16 rounds
@@ -183,16 +176,10 @@ def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
     mel = output_mel(pcm)
     assert isinstance(model.vocoder, GriffinLimVocoder)
     model.vocoder.set_stats(torch.from_numpy(mel.mean(axis=1)), torch.from_numpy(mel.std(axis=1)))
-    spec = next(s for s in graph_specs(model) if s.name == "vocoder")
-    entry = component_entry(tmp_path, export_graph(spec, model.cfg, tmp_path), "fp32", None)
+    entry, runner = exported_vocoder(model, tmp_path)
     assert [t.name for t in entry.inputs] == ["mel", "past_conv.0", "past_conv.1"]
     assert [t.name for t in entry.outputs] == ["pcm", "present_conv.0", "present_conv.1"]
-    manifest = replace(load_manifest(DEMO), components={"vocoder": entry})
-    check = check_component(tmp_path, manifest, "vocoder", model, seed=7)
-    assert check.result == "pass" and check.rel <= FP32_TOLERANCE, check
-
-    session = open_component(tmp_path, "vocoder", entry, EngineOptions(providers=("cpu",)), ["cpu"])
-    runner, vocoder = VocoderRunner(session, HOP), model.vocoder
+    vocoder = model.vocoder
     state, ref_state = runner.new_state(), vocoder.new_state()
     z = normalised(vocoder, mel)
     at = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support.vocoder_graph import exported_vocoder
 from torch import Tensor
 
 from venus.errors import ExportError
@@ -136,15 +137,7 @@ def test_a_config_without_a_source_is_written_as_before() -> None:
 def test_the_sine_vocoder_exports_and_its_runner_streams_the_phase(tmp_path: Path) -> None:
     """The ONNX graph takes and gives the phase, passes the verify check, and the engine
     runner streamed over uneven chunks matches torch's ``step`` and one-shot."""
-    from venus.engines.manifest import load_manifest
-    from venus.engines.options import EngineOptions
-    from venus.engines.session import open_component
-    from venus.engines.vocoder import VocoderRunner
     from venus.export.model.init import init_model
-    from venus.export.onnx.exporter import export_graph
-    from venus.export.onnx.manifest import component_entry
-    from venus.export.onnx.specs import graph_specs
-    from venus.export.onnx.verify import FP32_TOLERANCE, check_component
 
     cfg = PRESETS["tiny-audio"]()
     model = VenusModel(replace(cfg, vocoder=replace(cfg.vocoder, source="sine"))).eval()
@@ -152,18 +145,12 @@ def test_the_sine_vocoder_exports_and_its_runner_streams_the_phase(tmp_path: Pat
     assert model.vocoder.source is not None
     with torch.no_grad():  # voiced throughout: the phase counts everywhere
         model.vocoder.source.head.proj.bias[1] = 4.0
-    spec = next(s for s in graph_specs(model) if s.name == "vocoder")
-    entry = component_entry(tmp_path, export_graph(spec, model.cfg, tmp_path), "fp32", None)
+    entry, runner = exported_vocoder(model, tmp_path)
     convs = len(model.vocoder.convs)
     assert [t.name for t in entry.inputs][:3] == ["mel", "past_phase", "past_conv.0"]
     assert [t.name for t in entry.outputs][:3] == ["pcm", "present_phase", "present_conv.0"]
     assert len(entry.inputs) == len(entry.outputs) == convs + 2
-    manifest = replace(load_manifest(DEMO), components={"vocoder": entry})
-    check = check_component(tmp_path, manifest, "vocoder", model, seed=7)
-    assert check.result == "pass" and check.rel <= FP32_TOLERANCE, check
-
-    session = open_component(tmp_path, "vocoder", entry, EngineOptions(providers=("cpu",)), ["cpu"])
-    runner, vocoder = VocoderRunner(session, HOP), model.vocoder
+    vocoder = model.vocoder
     state, ref_state = runner.new_state(), vocoder.new_state()
     rng = np.random.default_rng(3)
     chunks = [rng.standard_normal((1, 80, n)).astype(np.float32) for n in (7, 1, 50, 13)]
