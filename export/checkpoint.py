@@ -212,7 +212,7 @@ def save_model(model: torch.nn.Module, out: Path, dtype: torch.dtype = torch.flo
     state = model.state_dict()
     for name in expected:
         component, rest = name.split(".", 1)
-        writer.add(component, rest, state[name].to(dtype))
+        writer.add(component, rest, state[name].to(device="cpu", dtype=dtype))
     writer.finish()
     write_byte_tokenizer(out / TOKENIZER_FILE)
 

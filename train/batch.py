@@ -10,7 +10,7 @@ the daemon's prefill and step calls; ``layout.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -44,6 +44,17 @@ class Batch:
     speech: SpeechBatch | None = None  # the speech decoder's rows (examples with units)
     heard: tuple[tuple[Heard, ...], ...] = ()  # per row, the user turns it holds (heard.py)
     chunks: tuple[int, ...] = ()  # per row, its chunks (the rest of ``mel`` is padding)
+
+    def to(self, device: torch.device) -> Batch:
+        """The batch with its tensors on ``device`` (itself when they are there)."""
+        if self.ids.device == device:
+            return self
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in moved.items():
+            if isinstance(value, Tensor):
+                moved[name] = value.to(device, non_blocking=True)
+        moved["speech"] = None if self.speech is None else self.speech.to(device)
+        return Batch(**moved)
 
 
 @dataclass
@@ -171,12 +182,12 @@ def forward_losses(
     bb = model.backbone
     emb, frames = _embed(model, batch)
     b, length = batch.ids.shape
-    positions = torch.arange(length)[None].expand(b, length)
+    positions = torch.arange(length, device=emb.device)[None].expand(b, length)
     empty = bb.new_cache(b)
     logits, hidden, _k, _v = bb(emb, batch.mask, positions, empty.keys, empty.values)
     labels = batch.labels
 
-    control = torch.tensor(list(control_ids))
+    control = torch.tensor(list(control_ids), device=emb.device)
     d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
     d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -216,29 +219,76 @@ def load_examples(
     image_size: int,
     units: Units | None = None,
     progress: Callable[[int, int], None] = lambda _d, _t: None,
+    jobs: int = 1,
 ) -> list[Example]:
-    """Every record's example; with ``units`` (``(assistant.wav, chunks, chunk_s) -> codes``,
-    ``speech_units.decided_units`` with a codebook) also its speech units per chunk."""
-    out = []
-    for n, r in enumerate(records, start=1):
-        sid = r["sample_id"]
-        t = trajectory(data, sid)
-        folder = data / "samples" / sid
-        chunks = t["chunks"]
-        mel = log_mel(folder / t["files"]["input"], len(chunks), t["chunk_s"])
-        frames = None
-        index: list[int] = [-1] * len(chunks)
-        if image_size and t["files"].get("video"):
-            frames, index = video_frames(folder / t["files"]["video"], image_size, len(chunks))
-        layout = build(chunks, _frame_of(index))
-        codes = None
-        if units is not None:
-            codes = units(folder / t["files"]["assistant"], len(chunks), t["chunk_s"])
-        out.append(
-            Example(sid, t["category"], layout, mel, frames,
-                    chunks=tuple(chunks), frame_index=tuple(index),
-                    crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes,
-                    heard=heard_turns(t["turns"], t["chunk_s"]))
-        )  # fmt: skip
-        progress(n, len(records))
-    return out
+    """Every record's example, in order; with ``units`` (``(assistant.wav, chunks,
+    chunk_s) -> codes``, ``speech_units.decided_units`` with a codebook) also its speech
+    units per chunk. ``jobs`` > 1 loads in that many forked processes (the builder is a
+    closure over the tokenizer, so the workers inherit it rather than unpickle it)."""
+    load = partial(_load_example, data, build, image_size, units)
+    if jobs <= 1 or len(records) < 2:
+        out = []
+        for n, r in enumerate(records, start=1):
+            out.append(load(r))
+            progress(n, len(records))
+        return out
+    import cv2
+
+    _LOADING["load"] = load
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)  # OpenCV's pool stopped here: a forked copy of it would hang
+    try:
+        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(records)), _one_thread)
+        with pool:
+            out = []
+            for n, example in enumerate(pool.imap(_load_forked, records, chunksize=4), start=1):
+                out.append(example)
+                progress(n, len(records))
+            return out
+    finally:
+        _LOADING.clear()
+        cv2.setNumThreads(threads)
+
+
+_LOADING: dict[str, Callable[[Mapping[str, Any]], Example]] = {}  # the forked workers' loader
+
+
+def _one_thread() -> None:
+    """A loader process computes with one thread: the libraries' pools, inherited sized
+    for every CPU, would otherwise put jobs x CPUs threads on the CPUs (measured on 16
+    cores: 16 processes loaded no faster than one), and torch's, used in the parent
+    before the fork, hangs a child that uses it (OpenCV's is stopped before the fork)."""
+    from threadpoolctl import threadpool_limits
+
+    _LIMITS.append(threadpool_limits(1))  # BLAS and OpenMP; kept, as it lasts while held
+    if "torch" in sys.modules:  # the speech units' quantizer
+        sys.modules["torch"].set_num_threads(1)
+
+
+_LIMITS: list[object] = []
+
+
+def _load_forked(record: Mapping[str, Any]) -> Example:
+    return _LOADING["load"](record)  # set by load_examples before the fork
+
+
+def _load_example(
+    data: Path, build: Builder, image_size: int, units: Units | None, r: Mapping[str, Any]
+) -> Example:
+    sid = r["sample_id"]
+    t = trajectory(data, sid)
+    folder = data / "samples" / sid
+    chunks = t["chunks"]
+    mel = log_mel(folder / t["files"]["input"], len(chunks), t["chunk_s"])
+    frames = None
+    index: list[int] = [-1] * len(chunks)
+    if image_size and t["files"].get("video"):
+        frames, index = video_frames(folder / t["files"]["video"], image_size, len(chunks))
+    layout = build(chunks, _frame_of(index))
+    codes = None
+    if units is not None:
+        codes = units(folder / t["files"]["assistant"], len(chunks), t["chunk_s"])
+    return Example(sid, t["category"], layout, mel, frames,
+                   chunks=tuple(chunks), frame_index=tuple(index),
+                   crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes,
+                   heard=heard_turns(t["turns"], t["chunk_s"]))  # fmt: skip

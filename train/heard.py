@@ -154,7 +154,9 @@ def heard_loss(
     x = nn.utils.rnn.pad_sequence([frames[r, lo:hi] for r, lo, hi, _ in spans])  # [T, N, d]
     log_probs = head(x)
     lengths = [hi - lo for _, lo, hi, _ in spans]
-    targets = torch.tensor([c for *_, h in spans for c in h.labels], dtype=torch.long)
+    targets = torch.tensor(
+        [c for *_, h in spans for c in h.labels], dtype=torch.long, device=log_probs.device
+    )
     loss = F.ctc_loss(
         log_probs,
         targets,

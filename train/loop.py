@@ -53,7 +53,7 @@ from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
 
-__all__ = ["TRAINED", "TrainResult", "split", "train"]
+__all__ = ["TRAINED", "TrainResult", "resolve_device", "split", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,12 @@ class _Run:
 
 
 def _open(
-    cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None], voice_dir: Path | None
+    cfg: TrainConfig,
+    data: Path,
+    out: Path,
+    write: Callable[[str], None],
+    voice_dir: Path | None,
+    jobs: int = 1,
 ) -> _Run:
     """Check the data and ``out``, split, train (or reload) the tokenizer, load examples
     (with ``voice_dir``, their speech units too)."""
@@ -156,7 +161,7 @@ def _open(
     voice = load_voice(voice_dir) if voice_dir is not None else None
     state: dict[str, Any] | None = None
     if (work / "state.pt").is_file():
-        state = torch.load(work / "state.pt", weights_only=False)
+        state = torch.load(work / "state.pt", map_location="cpu", weights_only=False)
         if (
             not same_recipe(state["recipe"], parse_train_config, cfg)
             or state["data"] != str(data.resolve())
@@ -209,6 +214,7 @@ def _open(
         progress=loading,
         image_size=vision.image_size if vision is not None else 0,
         units=None if voice is None else partial(decided_units, codebook=voice.codebook),
+        jobs=jobs,
     )
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
@@ -238,17 +244,21 @@ def train(
     *,
     voice: Path | None = None,
     stop_after: int | None = None,
+    device: str = "cpu",
+    jobs: int = 1,
 ) -> TrainResult:
     """Run (or resume) the recipe on ``data`` into ``out`` (module doc); with ``voice`` (a
     ``venus train-voice`` output) the speech decoder too, over the voice's units, and the
     voice's flow decoder and vocoder go into the checkpoint. ``stop_after``: stop after
-    that many steps of this call (a test of resuming)."""
+    that many steps of this call (a test of resuming). ``device``: where the model trains
+    (``resolve_device``); ``jobs``: processes that load the samples."""
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    run = _open(cfg, data, out, write, voice)
+    where = resolve_device(device, write)  # before minutes of loading
+    run = _open(cfg, data, out, write, voice, jobs)
     held = run.validation or run.train[:8]
-    model, listen, params = _model(run, cfg)
+    model, listen, params = _model(run, cfg, where)
     measure = partial(evaluate, control=run.control, size=cfg.batch_size,
                       speech_ids=run.speech_ids, listen=listen)  # fmt: skip
     optim = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
@@ -270,7 +280,7 @@ def train(
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            batch = collate(_batch(run, step, cfg), run.speech_ids)
+            batch = collate(_batch(run, step, cfg), run.speech_ids).to(where)
             losses = forward_losses(model, batch, run.control, cfg.decision_weight,
                                     cfg.speech_weight, cfg.speech_grad,
                                     cfg.turn_weight, listen, cfg.ctc_weight,
@@ -335,20 +345,50 @@ def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
     return f"{path.resolve()} (step {voice.step}, units {units})"
 
 
+def resolve_device(name: str, write: Callable[[str], None] = lambda _s: None) -> torch.device:
+    """``cpu``, ``cuda`` / ``cuda:N`` (which must be there), or ``auto`` (the first GPU
+    when torch sees one, else the CPU); ``write`` is told which."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise TrainConfigError(
+            f"--device {name!r}: not a device; use auto, cpu, cuda or cuda:N"
+        ) from None
+    if device.type not in ("cpu", "cuda"):
+        raise TrainConfigError(f"--device {name!r}: venus train runs on cpu or cuda")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise TrainConfigError(
+                f"--device {name}: this torch ({torch.__version__}) sees no CUDA GPU; "
+                "use --device cpu, or a CUDA build of torch on a machine with an NVIDIA GPU"
+            )
+        if (device.index or 0) >= torch.cuda.device_count():
+            raise TrainConfigError(
+                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
+            )
+        write(f"train: on {device} ({torch.cuda.get_device_name(device)})")
+    else:
+        write("train: on the CPU")
+    return device
+
+
 def _model(
-    run: _Run, cfg: TrainConfig
+    run: _Run, cfg: TrainConfig, device: torch.device
 ) -> tuple[VenusModel, ListenHead | None, list[torch.nn.Parameter]]:
-    """The initial model (with the voice's flow decoder and vocoder), the listening head
-    (with ``ctc_weight``) and what is trained."""
+    """The initial model (with the voice's flow decoder and vocoder) on ``device``, the
+    listening head (with ``ctc_weight``) and what is trained."""
     model = VenusModel(run.model_cfg)
     init_model(model, cfg.seed)
     if run.voice_dir is not None:
         load_voice_weights(model, run.voice_dir)
+    model.to(device)
     trained = TRAINED if run.voice is None else TRAINED_WITH_VOICE
     params = [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
     listen = None
     if cfg.ctc_weight > 0:
-        listen = ListenHead(run.model_cfg.audio.d_model)
+        listen = ListenHead(run.model_cfg.audio.d_model).to(device)
         params += list(listen.parameters())
     return model, listen, params
 

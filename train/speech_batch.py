@@ -57,6 +57,11 @@ class SpeechBatch:
     labels: Tensor  # [R, L] target id or IGNORE
     mask: Tensor  # [R, L]
 
+    def to(self, device: torch.device) -> SpeechBatch:
+        """The rows with their tensors on ``device``."""
+        parts = (self.example, self.kind, self.source, self.labels, self.mask)
+        return SpeechBatch(*(t.to(device, non_blocking=True) for t in parts))
+
 
 @dataclass
 class SpeechLoss:
@@ -138,7 +143,7 @@ def speech_logits(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) ->
     x = x.index_put((rows, cols), cond)
     n, length = batch.kind.shape
     empty = decoder.new_cache(n)
-    positions = torch.arange(length)[None].expand(n, length)
+    positions = torch.arange(length, device=x.device)[None].expand(n, length)
     logits: Tensor = decoder(x, batch.mask, positions, empty.keys, empty.values)[0]
     return logits
 

@@ -28,6 +28,7 @@ def evaluate(
     decoder's loss and next-unit accuracy; with ``listen``, the listening loss and the
     character error rate of its greedy transcripts of the user's turns."""
     was = model.training
+    device = next(model.parameters()).device
     model.eval()
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
@@ -35,7 +36,7 @@ def evaluate(
                           "o_right"), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
-            batch = collate(examples[i : i + size], speech_ids)
+            batch = collate(examples[i : i + size], speech_ids).to(device)
             losses = forward_losses(model, batch, control, listen=listen)
             if losses.heard is not None:
                 sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns

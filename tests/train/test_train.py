@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from support.layouts import byte_builder
 from support.states import assert_same_states
 
 from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
@@ -114,16 +114,6 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
         assert ours and theirs and not set(ours) & set(theirs)
 
 
-def _builder() -> Callable[..., Any]:
-    from venus.export.model.config import PRESETS
-    from venus.train.data import layout_builder
-
-    mc = PRESETS["tiny"]()
-    return layout_builder(mc.special_token_ids, lambda t: list(t.encode()),
-                          audio_tokens=mc.audio_tokens_per_chunk, vision_tokens=8,
-                          max_text_tokens=16)  # fmt: skip
-
-
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
     return {"decision": decision, "text": "hi" if decision != "listen" else "",
             "delegate": ['{"name": "x"}'] * delegate, "results": ["done"] * results}  # fmt: skip
@@ -157,7 +147,7 @@ def test_a_cropped_example_is_the_sample_started_there(small_set: Path, tmp_path
 
     from venus.train.data import cropped, load_examples, read_index, trajectory
 
-    build = _builder()
+    build = byte_builder()
     records = read_index(small_set)
     examples = load_examples(small_set, records, build, image_size=32)
     example = max(examples, key=lambda e: len(e.crops))
@@ -202,7 +192,7 @@ def test_batches_crop_the_configured_share(small_set: Path) -> None:
     from venus.train.data import load_examples, read_index
     from venus.train.loop import _batch, _Run
 
-    build = _builder()
+    build = byte_builder()
     examples = load_examples(small_set, read_index(small_set), build, image_size=0)
     run = _Run(Path("."), "", None, None, None, examples, [], [], build)  # type: ignore[arg-type]
     for share, low, high in ((0.0, 0, 0), (1.0, 1, 1), (0.5, 0.2, 0.8)):
@@ -323,7 +313,7 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
     cfg = PRESETS["tiny"]()
     model = VenusModel(cfg)
     init_model(model, 0)
-    batch = collate(load_examples(small_set, read_index(small_set)[:2], _builder(),
+    batch = collate(load_examples(small_set, read_index(small_set)[:2], byte_builder(),
                                   image_size=cfg.vision.image_size))  # fmt: skip
     control = [cfg.special_token_ids[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
     text = (batch.labels != IGNORE) & ~batch.decision
