@@ -9,6 +9,8 @@ import logging
 import multiprocessing
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -234,17 +236,28 @@ def load_examples(
         return out
     import cv2
 
+    try:
+        import threadpoolctl  # noqa: F401 - the workers' (_one_thread); checked here, once
+    except ImportError:
+        raise TrainDataError(
+            "--jobs loads in processes with threadpoolctl: pip install "
+            "'realtime-venus[export]' (or threadpoolctl), or load in one (--jobs 1)"
+        ) from None
     _LOADING["load"] = load
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)  # OpenCV's pool stopped here: a forked copy of it would hang
+    context = multiprocessing.get_context("fork")
     try:
-        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(records)), _one_thread)
-        with pool:
+        with ProcessPoolExecutor(min(jobs, len(records)), context, _one_thread) as pool:
             out = []
-            for n, example in enumerate(pool.imap(_load_forked, records, chunksize=4), start=1):
+            for n, example in enumerate(pool.map(_load_forked, records, chunksize=4), start=1):
                 out.append(example)
                 progress(n, len(records))
             return out
+    except BrokenProcessPool:
+        raise TrainDataError(
+            f"--data {data}: a loading process died (out of memory?); try fewer --jobs"
+        ) from None
     finally:
         _LOADING.clear()
         cv2.setNumThreads(threads)

@@ -279,8 +279,11 @@ def test_chunks_follow_the_schedule(pulse: PulseServer) -> None:
     assert [c.index for c in chunks] == list(range(12))
     assert [c.start_s for c in chunks] == pytest.approx([0.1 * i for i in range(12)])
     assert all(c.samples.shape == (1600,) and c.samples.dtype == np.float32 for c in chunks)
-    captured = np.array([c.captured_at_s for c in chunks])
-    assert np.all(np.diff(captured) == pytest.approx(0.1, abs=0.005))
+    # Captured on the audio clock's cadence: the typical step is the chunk, and none is
+    # lost or doubled; one callback may come late on a loaded machine (seen: 25 ms).
+    steps = np.diff([c.captured_at_s for c in chunks])
+    assert float(np.median(steps)) == pytest.approx(0.1, abs=0.005)
+    assert np.all(np.abs(steps - 0.1) < 0.05), steps
     assert all(c.overruns == 0 and c.filled_s == 0 for c in chunks)
     with pytest.raises(DeviceError, match="not running"):
         mic.read(timeout_s=0.1)

@@ -91,3 +91,19 @@ def test_the_cli_refuses_a_bad_device_or_jobs(
     assert main([*base, "--jobs", "-2"]) == 1
     assert "--jobs -2: use 0 (one per CPU) or more" in capsys.readouterr().err
     assert not (tmp_path / "ck" / "config.json").exists()
+
+
+def test_a_sample_that_cannot_be_read_in_a_process_is_named(
+    small_set: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from venus.train.data import TrainDataError, load_examples, read_index
+
+    data = tmp_path / "set"
+    shutil.copytree(small_set, data)
+    records = read_index(data)
+    bad = records[3]["sample_id"]
+    (data / "samples" / bad / "trajectory.json").write_text("{", "utf-8")
+    with pytest.raises(TrainDataError, match=rf"{bad}/trajectory\.json: cannot be read"):
+        load_examples(data, records, byte_builder(), image_size=0, jobs=2)

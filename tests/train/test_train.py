@@ -106,6 +106,8 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     recipes = Path(__file__).resolve().parents[2] / "train" / "recipes"
     recipe = load_train_config(recipes / "venus-tiny.toml")
     assert recipe.preset == "tiny" and recipe.steps >= 1000
+    gpu = load_train_config(recipes / "venus-small-gpu.toml")  # DEVICE=cuda's
+    assert gpu.preset == "small" and gpu.batch_size > recipe.batch_size
     train_set = load_config(recipes / "train-set.toml")
     heldout = load_config(recipes / "heldout-set.toml")
     assert train_set.samples > heldout.samples
