@@ -50,6 +50,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd.add_argument("--voice", type=Path, metavar="VOICE", help="a `venus train-voice` output: "
                      "also train the speech decoder on its speech units, and put its flow "
                      "decoder and vocoder into the checkpoint")  # fmt: skip
+    cmd.add_argument("--init", type=Path, metavar="CKPT", help="start from this `venus train` "
+                     "checkpoint's weights and tokenizer (same preset), e.g. to anneal a GPU "
+                     "run on the CPU")  # fmt: skip
     cmd.add_argument("--device", default="auto", metavar="DEV", help="auto (default: the "
                      "GPU when torch sees one), cpu, cuda or cuda:N")  # fmt: skip
     cmd.add_argument("--jobs", type=int, default=1, metavar="J", help="processes that load "
@@ -86,8 +89,9 @@ def _train(args: argparse.Namespace) -> int:
         raise VenusError(f"--jobs {args.jobs}: use 0 (one per CPU) or more")
     jobs = args.jobs or len(os.sched_getaffinity(0))
     result = train(
-        cfg, args.data, args.out, write_line, voice=args.voice, device=args.device, jobs=jobs
-    )
+        cfg, args.data, args.out, write_line,
+        voice=args.voice, device=args.device, jobs=jobs, init=args.init,
+    )  # fmt: skip
     m = result.metrics
     print(  # noqa: T201
         f"{result.steps} steps; validation control accuracy "

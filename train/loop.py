@@ -52,6 +52,7 @@ from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
+from venus.train.warm import init_identity, take_tokenizer, warm_start
 
 __all__ = ["TRAINED", "TrainResult", "resolve_device", "split", "train"]
 
@@ -133,6 +134,7 @@ class _Run:
     build: Builder
     voice: Voice | None = None
     voice_dir: Path | None = None
+    init: Path | None = None
 
     @property
     def speech_ids(self) -> tuple[int, int] | None:
@@ -148,6 +150,7 @@ def _open(
     write: Callable[[str], None],
     voice_dir: Path | None,
     jobs: int = 1,
+    init: Path | None = None,
 ) -> _Run:
     """Check the data and ``out``, split, train (or reload) the tokenizer, load examples
     (with ``voice_dir``, their speech units too)."""
@@ -166,11 +169,12 @@ def _open(
             not same_recipe(state["recipe"], parse_train_config, cfg)
             or state["data"] != str(data.resolve())
             or state.get("voice") != voice_identity(voice_dir, voice)
+            or state.get("init") != init_identity(init)
         ):
             raise TrainConfigError(
-                f"{out}: holds a run with another recipe, data or voice "
-                f"({work / 'recipe.toml'}); resume it with the same --config, --data and "
-                "--voice, or train into another --out"
+                f"{out}: holds a run with another recipe, data, voice or --init "
+                f"({work / 'recipe.toml'}); resume it with the same --config, --data, "
+                "--voice and --init, or train into another --out"
             )
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
@@ -185,7 +189,9 @@ def _open(
             f"({model_cfg.backbone.vocab_size})"
         )
     tok_path = work / "tokenizer.json"
-    if state is None or not tok_path.is_file():
+    if init is not None and (state is None or not tok_path.is_file()):
+        take_tokenizer(init, tok_path)
+    elif state is None or not tok_path.is_file():
         train_tokenizer(sample_texts(data, train_recs), vocab).save(str(tok_path))
     tok = load_tokenizer(tok_path)
 
@@ -233,6 +239,7 @@ def _open(
         build,
         voice,
         voice_dir,
+        init,
     )
 
 
@@ -246,17 +253,19 @@ def train(
     stop_after: int | None = None,
     device: str = "cpu",
     jobs: int = 1,
+    init: Path | None = None,
 ) -> TrainResult:
     """Run (or resume) the recipe on ``data`` into ``out`` (module doc); with ``voice`` (a
     ``venus train-voice`` output) the speech decoder too, over the voice's units, and the
     voice's flow decoder and vocoder go into the checkpoint. ``stop_after``: stop after
     that many steps of this call (a test of resuming). ``device``: where the model trains
-    (``resolve_device``); ``jobs``: processes that load the samples."""
+    (``resolve_device``); ``jobs``: processes that load the samples; ``init``: a checkpoint
+    to start from (``warm.py``)."""
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
-    run = _open(cfg, data, out, write, voice, jobs)
+    run = _open(cfg, data, out, write, voice, jobs, init)
     held = run.validation or run.train[:8]
     model, listen, params = _model(run, cfg, where)
     measure = partial(evaluate, control=run.control, size=cfg.batch_size,
@@ -305,6 +314,7 @@ def train(
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
                      "recipe": run.recipe, "data": str(data.resolve()),
                      "voice": voice_identity(run.voice_dir, run.voice),
+                     "init": init_identity(run.init),
                      "listen": None if listen is None else listen.state_dict()}  # fmt: skip
             _save_state(run.work / "state.pt", state, history)
             _write_checkpoint(model, run, out, step, metrics, baseline)
@@ -383,8 +393,10 @@ def _model(
     init_model(model, cfg.seed)
     if run.voice_dir is not None:
         load_voice_weights(model, run.voice_dir)
-    model.to(device)
     trained = TRAINED if run.voice is None else TRAINED_WITH_VOICE
+    if run.init is not None:
+        warm_start(model, run.init, trained)
+    model.to(device)
     params = [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
     listen = None
     if cfg.ctc_weight > 0:

@@ -1,0 +1,60 @@
+"""``venus train --init CKPT``: a run that starts from a checkpoint's weights and its
+tokenizer instead of fresh ones (a GPU run annealed on the CPU, a model taught more data).
+
+The trained components (``loop.TRAINED``, with a voice the speech decoder too) are
+copied from ``CKPT``; the rest (the voice's flow decoder and vocoder) come as usual. The
+token ids must mean the same, so the run takes ``CKPT/tokenizer.json`` rather than
+training one on its data. Shapes must match: the recipe's preset must be ``CKPT``'s.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Collection
+from pathlib import Path
+
+import torch
+
+from venus.errors import VenusError
+from venus.export.model.venus import VenusModel
+from venus.train.config import TrainConfigError
+
+__all__ = ["init_identity", "take_tokenizer", "warm_start"]
+
+TOKENIZER = "tokenizer.json"
+
+
+def init_identity(init: Path | None) -> str | None:
+    """What a resumed run must find again (None: no ``--init``)."""
+    return None if init is None else str(init.resolve())
+
+
+def take_tokenizer(init: Path, to: Path) -> None:
+    """``init``'s trained tokenizer as the run's."""
+    source = init / TOKENIZER
+    if not source.is_file():
+        raise TrainConfigError(f"--init {init}: no {TOKENIZER} (is it a `venus train` output?)")
+    shutil.copyfile(source, to)
+
+
+def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
+    """``model``'s ``trained`` components take ``init``'s weights (module doc)."""
+    from venus.export.checkpoint import load_model
+
+    try:
+        source = load_model(init)
+    except (VenusError, OSError) as e:
+        raise TrainConfigError(f"--init {init}: cannot be read ({e})") from None
+    theirs = source.state_dict()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name.split(".")[0] not in trained:
+                continue
+            other = theirs.get(name)
+            if other is None or other.shape != tensor.shape:
+                there = "missing" if other is None else f"{tuple(other.shape)}"
+                raise TrainConfigError(
+                    f"--init {init}: {name} is {there} there and {tuple(tensor.shape)} in "
+                    "this recipe's model; start from a checkpoint of the recipe's preset"
+                )
+            tensor.copy_(other)
