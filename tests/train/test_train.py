@@ -73,7 +73,7 @@ def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: 
 
     with torch.no_grad():  # a caller's grad mode (venus bench turns it off) is not ours
         train(quick(2), small_set, tmp_path / "ck", lambda _l: None)
-    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
         train(quick(3), small_set, tmp_path / "ck", lambda _l: None)
 
 
@@ -257,11 +257,11 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
              and not torch.equal(state[k], initial.state_dict()[k])]  # fmt: skip
     assert moved, "the speech decoder was not trained"
 
-    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
         train(quick(3), small_set, ck, lines.append)  # the same run without its voice
     doc = json.loads((voice / "voice.json").read_text())
     (voice / "voice.json").write_text(json.dumps({**doc, "step": doc["step"] + 1}))
-    with pytest.raises(TrainConfigError, match="another recipe, data or voice"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
         train(quick(3), small_set, ck, lines.append, voice=voice)  # the voice trained on
     (voice / "voice.json").write_text(json.dumps(doc))
     engines = tmp_path / "engines"
