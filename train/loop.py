@@ -189,10 +189,11 @@ def _open(
             f"({model_cfg.backbone.vocab_size})"
         )
     tok_path = work / "tokenizer.json"
-    if init is not None and (state is None or not tok_path.is_file()):
-        take_tokenizer(init, tok_path)
-    elif state is None or not tok_path.is_file():
-        train_tokenizer(sample_texts(data, train_recs), vocab).save(str(tok_path))
+    if state is None or not tok_path.is_file():
+        if init is not None:
+            take_tokenizer(init, tok_path)  # its token ids are the weights'
+        else:
+            train_tokenizer(sample_texts(data, train_recs), vocab).save(str(tok_path))
     tok = load_tokenizer(tok_path)
 
     def encode(text: str) -> list[int]:
