@@ -87,7 +87,7 @@ def _train(args: argparse.Namespace) -> int:
         from venus.errors import VenusError
 
         raise VenusError(f"--jobs {args.jobs}: use 0 (one per CPU) or more")
-    jobs = args.jobs or len(os.sched_getaffinity(0))
+    jobs = args.jobs or os.cpu_count() or 1
     result = train(
         cfg, args.data, args.out, write_line,
         voice=args.voice, device=args.device, jobs=jobs, init=args.init,

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
+from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import VenusError
+from venus.export.checkpoint import load_model
 from venus.export.model.venus import VenusModel
 from venus.train.config import TrainConfigError
 
 __all__ = ["init_identity", "take_tokenizer", "warm_start"]
-
-TOKENIZER = "tokenizer.json"
 
 
 def init_identity(init: Path | None) -> str | None:
@@ -31,16 +31,16 @@ def init_identity(init: Path | None) -> str | None:
 
 def take_tokenizer(init: Path, to: Path) -> None:
     """``init``'s trained tokenizer as the run's."""
-    source = init / TOKENIZER
+    source = init / TOKENIZER_FILE
     if not source.is_file():
-        raise TrainConfigError(f"--init {init}: no {TOKENIZER} (is it a `venus train` output?)")
+        raise TrainConfigError(
+            f"--init {init}: no {TOKENIZER_FILE} (is it a `venus train` output?)"
+        )
     shutil.copyfile(source, to)
 
 
 def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
     """``model``'s ``trained`` components take ``init``'s weights (module doc)."""
-    from venus.export.checkpoint import load_model
-
     try:
         source = load_model(init)
     except (VenusError, OSError) as e:
