@@ -6,9 +6,10 @@ the same semantics and numpy in and out, run by the torch modules of ``venus.exp
 (float32, no autograd), so ``venus bench chunk`` runs the same loop over the same chunks
 on either. The manifest and tokenizer are the engines' own: the checkpoint must be the one
 they were exported from. States mirror the engines' ones: KV caches are torch tensors
-(evicting drops the middle, positions continue, ``max_tokens`` is enforced as by the
-preallocated caches) and the flow draws its noise from the state's seeded numpy generator
-exactly like ``engines.flow``, so fp32 engines and this make the same decisions.
+(evicting drops the middle and re-rotates the kept keys as ``engines.rope`` does,
+``max_tokens`` is enforced as by the preallocated caches) and the flow draws its noise
+from the state's seeded numpy generator exactly like ``engines.flow``, so fp32 engines
+and this make the same decisions.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from numpy.typing import NDArray
 from venus.engines import backbone, flow, speech
 from venus.engines.backbone import BackboneOutput
 from venus.engines.manifest import Manifest
+from venus.engines.rope import Rope
 from venus.engines.runners import Engines
 from venus.engines.sampler import Sampler
 from venus.engines.speech import SpeechChunk
@@ -86,8 +88,9 @@ def _shape(x: NDArray[Any], want: tuple[int | None, ...], what: str) -> None:
         raise EngineError(f"{what} has shape {x.shape}; expected [{shown}]")
 
 
-def _drop_middle(cache: KVCache, first: int, last: int) -> int:
-    """``KVCache.keep`` on torch tensors: keep the first / last tokens of every layer."""
+def _drop_middle(cache: KVCache, first: int, last: int, rope: Rope | None) -> int:
+    """``KVCache.keep`` on torch tensors: keep the first / last tokens of every layer and,
+    with a rope, move the last ones to the positions after the first (``BackboneState``)."""
     import torch
 
     if first < 0 or last < 0:
@@ -95,10 +98,17 @@ def _drop_middle(cache: KVCache, first: int, last: int) -> int:
     held, kept = cache.length, first + last
     if kept >= held:
         return 0
-    for kv in (cache.keys, cache.values):
-        for i, x in enumerate(kv):
-            kv[i] = torch.cat((x[:, :, :first], x[:, :, held - last :]), dim=2)
+    delta = kept - cache.positions
+    for i, x in enumerate(cache.keys):
+        tail = x[:, :, held - last :]
+        if rope is not None:
+            tail = _t(rope.rotate(_np(tail), delta))
+        cache.keys[i] = torch.cat((x[:, :, :first], tail), dim=2)
+    for i, x in enumerate(cache.values):
+        cache.values[i] = torch.cat((x[:, :, :first], x[:, :, held - last :]), dim=2)
     cache.mask = cache.mask[:, :kept]
+    if rope is not None:
+        cache.positions = kept
     return held - kept
 
 
@@ -132,6 +142,7 @@ class TorchCache:
 
     cache: KVCache
     capacity: int
+    rope: Rope | None = None
 
     @property
     def length(self) -> int:
@@ -146,8 +157,8 @@ class TorchCache:
         self.cache.reset()
 
     def evict(self, keep_first: int, keep_last: int) -> int:
-        """As ``BackboneState.evict``: drop the middle; position ids are not renumbered."""
-        return _drop_middle(self.cache, keep_first, keep_last)
+        """As ``BackboneState.evict``: drop the middle, renumber the kept last tokens."""
+        return _drop_middle(self.cache, keep_first, keep_last, self.rope)
 
 
 class TorchBackbone:
@@ -158,7 +169,9 @@ class TorchBackbone:
     def new_state(
         self, batch: int = 1, max_tokens: int = backbone.DEFAULT_MAX_TOKENS
     ) -> TorchCache:
-        return TorchCache(self.module.new_cache(batch), max_tokens)
+        shape = self.module.shape
+        rope = Rope(shape.head_dim, shape.rope_theta)
+        return TorchCache(self.module.new_cache(batch), max_tokens, rope)
 
     @_no_grad
     def embed(self, input_ids: NDArray[np.integer[Any]]) -> NDArray[np.float32]:
@@ -183,7 +196,9 @@ class TorchSpeech:
         self.cond_dim = module.cond_proj.in_features
 
     def new_state(self, max_tokens: int = speech.DEFAULT_MAX_TOKENS) -> TorchCache:
-        return TorchCache(self.module.new_cache(1), max_tokens)
+        shape = self.module.shape
+        rope = Rope(shape.head_dim, shape.rope_theta)
+        return TorchCache(self.module.new_cache(1), max_tokens, rope)
 
     @_no_grad
     def forward(
@@ -204,6 +219,10 @@ class TorchSpeech:
     ) -> SpeechChunk:
         """``SpeechDecoderRunner.speak``: the same loop (``engines.speech.speak_loop``)."""
         _shape(hidden, (1, None, self.cond_dim), "speech condition")
+        need = hidden.shape[1] + 1 + max_tokens  # as SpeechState.make_room
+        if state.length + need > state.capacity:
+            keep = min(state.capacity // 2, state.capacity - need)
+            _drop_middle(state.cache, 0, keep, state.rope)
 
         def forward(condition: NDArray[Any], ids: NDArray[np.int64]) -> NDArray[Any]:
             return self.forward(condition, ids, state)

@@ -6,29 +6,41 @@ states (the speech decoder's condition) of the new tokens. Positions and the att
 mask continue across calls; the cache is bound with IO binding (see ``kvcache``).
 
 ``BackboneState.evict`` bounds a long session StreamingLLM-style (Xiao et al., 2023):
-keep the first tokens (attention sinks) and the most recent ones, drop the middle.
-Positions are not renumbered and the kept keys are not re-rotated: each key keeps the
-RoPE rotation of the position it was computed at and new tokens continue from the next
-position id, so the model sees a gap in positions where the middle was. (StreamingLLM
-proper re-assigns positions within the cache, which needs un-rotated keys; the exported
-graph caches rotated ones.) Positions therefore still grow with the session; past the
-backbone's ``max_positions`` RoPE runs beyond the lengths the model was trained on.
+keep the first tokens (attention sinks) and the most recent ones, drop the middle, and
+renumber positions within the cache. The graph caches keys already rotated by RoPE, but a
+rotation composes (R(p - d) k = R(-d) R(p) k, see ``rope``), so the kept recent keys are
+re-rotated by minus the number of tokens dropped: they move to the positions right after
+the sinks, the next token continues from ``keep_first + keep_last``, and positions never
+exceed the cache's capacity. Relative positions among the recent tokens are unchanged;
+the sinks now sit closer to them, as in StreamingLLM. Values carry no position.
+
+The rotation needs the backbone's ``rope_theta`` from the manifest (``rope_of``). Engines
+exported before the manifest carried it get no rope: eviction then drops the middle
+without re-rotating, positions keep growing with the session (a gap where the middle
+was; past the backbone's ``max_positions`` RoPE runs beyond the lengths the model was
+trained on), and the first eviction logs a warning to re-export.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from venus.engines.kvcache import KVCache, open_kv_cache, run_cached
-from venus.engines.manifest import ComponentEntry
+from venus.engines.manifest import MANIFEST, ComponentEntry
+from venus.engines.rope import Rope
 from venus.engines.session import Session
 from venus.errors import EngineError
 
+log = logging.getLogger(__name__)
+
 DEFAULT_MAX_TOKENS = 8192  # the daemon's default schedule.max_context_tokens
+_WARNED: set[Path] = set()  # engine directories already warned about evicting without RoPE
 
 
 @dataclass
@@ -38,6 +50,7 @@ class BackboneState:
     kv: KVCache
     mask: NDArray[np.int64]  # [batch, capacity]: 1 where a cached token may be attended
     positions: int = 0  # next position id
+    rope: Rope | None = None  # re-rotates kept keys on eviction; None: positions keep growing
 
     @property
     def length(self) -> int:
@@ -51,9 +64,38 @@ class BackboneState:
 
     def evict(self, keep_first: int, keep_last: int) -> int:
         """Drop all but the first ``keep_first`` and the last ``keep_last`` cached tokens;
-        -> tokens dropped. Position ids continue where they were (see the module docstring);
-        the attention mask stays all ones over the tokens held."""
-        return self.kv.keep(keep_first, keep_last)
+        -> tokens dropped. With a rope the kept last keys move to the positions right after
+        the first ones and the next position is ``keep_first + keep_last``; without, position
+        ids continue where they were (see the module docstring). The attention mask stays
+        all ones over the tokens held."""
+        rope = self.rope
+        if rope is None:
+            dropped = self.kv.keep(keep_first, keep_last)
+            if dropped:
+                _warn_growing(self.kv.session.path)
+            return dropped
+        kept = keep_first + keep_last
+        # The last cached token sits at positions - 1: move it to kept - 1. For a stream
+        # that started at position 0 and was always rebased, that is minus the tokens dropped.
+        delta = kept - self.positions
+        dropped = self.kv.keep(keep_first, keep_last, lambda keys: rope.rotate(keys, delta))
+        if dropped:
+            self.positions = kept
+        return dropped
+
+
+def _warn_growing(graph: Path) -> None:
+    root = graph.parent
+    if root in _WARNED:
+        return
+    _WARNED.add(root)
+    log.warning(
+        "%s: the manifest gives no backbone rope_theta (exported by an older release), so "
+        "evicting old context cannot re-rotate the kept keys: position ids keep growing with "
+        "the session and pass the backbone's max_positions in a long one; re-run `venus "
+        "export` to bound them",
+        root / MANIFEST,
+    )
 
 
 @dataclass(frozen=True)
@@ -63,15 +105,24 @@ class BackboneOutput:
 
 
 class BackboneRunner:
-    def __init__(self, embedding: Session, backbone: Session, entry: ComponentEntry) -> None:
-        self.embedding, self.backbone, self.entry = embedding, backbone, entry
+    def __init__(
+        self,
+        embedding: Session,
+        backbone: Session,
+        entry: ComponentEntry,
+        rope: Rope | None = None,
+    ) -> None:
+        """``rope``: the backbone's RoPE (``rope_of(manifest)``), for eviction to renumber
+        positions; None (older manifests) keeps them growing."""
+        self.embedding, self.backbone, self.entry, self.rope = embedding, backbone, entry, rope
         self.hidden_size = backbone.dim("inputs_embeds", 2)
         self.vocab = backbone.dim("logits", 2)
 
     def new_state(self, batch: int = 1, max_tokens: int = DEFAULT_MAX_TOKENS) -> BackboneState:
         """A fresh stream holding up to ``max_tokens`` tokens (preallocated now)."""
         kv = open_kv_cache(self.backbone, self.entry, batch, max_tokens)
-        return BackboneState(kv=kv, mask=np.ones((batch, max_tokens), dtype=np.int64))
+        mask = np.ones((batch, max_tokens), dtype=np.int64)
+        return BackboneState(kv=kv, mask=mask, rope=self.rope)
 
     def embed(self, input_ids: NDArray[np.integer[Any]]) -> NDArray[Any]:
         """Token ids [batch, sequence] -> embeddings [batch, sequence, hidden]."""

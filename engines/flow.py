@@ -9,6 +9,11 @@ groups are ``[0, C-L), [C-L, 2C-L), ...`` and the last runs to the end. Each gro
 attends to the encoder cache of the groups before it (KV cache, IO-bound) and to the
 last ``prompt_frames`` mel frames emitted (``prompt``, zeros at the start).
 
+An utterance longer than the cache (``DEFAULT_MAX_TOKENS``, five minutes) does not fail:
+``FlowState.make_room`` keeps the most recent half of the encoder cache and re-rotates its
+keys to start at position 0 (``rope``; the graph numbers a group's positions from the
+cache length, so the two stay in step), as the backbone's eviction does.
+
 Noise is ``[batch, mel_bins, 2 x tokens]`` per chunk, scaled by ``temperature`` before the
 graph (x_0 = noise * temperature); when not given it is drawn from the state's seeded
 generator.
@@ -24,10 +29,14 @@ from numpy.typing import NDArray
 
 from venus.engines.kvcache import KVCache, open_kv_cache, run_cached
 from venus.engines.manifest import ComponentEntry, Schedule
+from venus.engines.rope import Rope
 from venus.engines.session import Session
 from venus.errors import EngineError
 
 DEFAULT_MAX_TOKENS = 25 * 300  # one utterance of up to 5 min at 25 tokens / s
+# The flow encoder's rotary base: ``ROPE_THETA`` of export/model/flow.py (not in the
+# manifest: it is fixed by the architecture; a test keeps the two equal).
+FLOW_ROPE_THETA = 1e4
 
 
 @dataclass
@@ -45,6 +54,18 @@ class FlowState:
     @property
     def emitted_tokens(self) -> int:
         return self.kv.length
+
+    def make_room(self, tokens: int) -> int:
+        """Before a group of ``tokens``: when it would not fit, keep the most recent half
+        of the cache, renumbered from position 0; -> tokens dropped."""
+        capacity, held = self.kv.capacity, self.kv.length
+        if held + tokens <= capacity:
+            return 0
+        if tokens > capacity:
+            raise EngineError(f"flow: a group of {tokens} tokens exceeds its cache of {capacity}")
+        keep = min(capacity // 2, capacity - tokens)
+        rope = Rope(self.kv.head_dim, FLOW_ROPE_THETA)
+        return self.kv.keep(0, keep, lambda keys: rope.rotate(keys, keep - held))
 
     def reset(self, seed: int | None = None) -> None:
         self.kv.reset()
@@ -117,6 +138,7 @@ class FlowRunner:
         state.finished = final
         if emit == 0:
             return all_noise[..., :0]
+        state.make_room(emit)
         mask = np.ones(toks.shape, dtype=np.float32)
         if final:  # the lookahead past the end is padding
             pad = np.zeros((batch, self.lookahead), dtype=np.int64)

@@ -12,16 +12,19 @@ CPU buffers are numpy arrays (pointers from ``.ctypes.data``); CUDA buffers are 
 allocated once on the session's device (``.data_ptr()``). Binding is the same code for
 both: only the device type and pointers differ.
 
-``keep(first, last)`` evicts the middle of a long stream: it compacts the first ``first``
-and the last ``last`` tokens of every layer into the spare buffers and swaps, like a step.
-On the CPU that is slice copies between the preallocated arrays; on CUDA each buffer
-makes a round trip through host memory (ONNX Runtime's Python API cannot slice device
-memory), which is acceptable because eviction is rare (once per many chunks).
+``keep(first, last, shift_keys)`` evicts the middle of a long stream: it compacts the
+first ``first`` and the last ``last`` tokens of every layer into the spare buffers and
+swaps, like a step. ``shift_keys``, if given, maps the kept last keys of each layer on
+their way (the backbone re-rotates them to earlier positions: see ``backbone``); values
+and the first tokens are copied as they are. On the CPU that is slice copies between the
+preallocated arrays (plus what ``shift_keys`` allocates); on CUDA each buffer makes a
+round trip through host memory (ONNX Runtime's Python API cannot slice device memory),
+which is acceptable because eviction is rare (once per many chunks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +39,9 @@ from venus.errors import EngineError
 PAST = "past_key_values.{}.{}"
 PRESENT = "present.{}.{}"
 KINDS = ("key", "value")
+
+# Kept keys [batch, kv_heads, tokens, head_dim] -> the keys to store (same shape and dtype).
+KeyShift = Callable[[NDArray[Any]], NDArray[Any]]
 
 
 @dataclass(frozen=True)
@@ -129,9 +135,12 @@ class KVCache:
         """Forget every token (the buffers stay allocated)."""
         self.length = 0
 
-    def keep(self, first: int, last: int) -> int:
+    def keep(self, first: int, last: int, shift_keys: KeyShift | None = None) -> int:
         """Keep the first ``first`` and the last ``last`` tokens of every layer, drop the
-        middle; -> the number of tokens dropped (0 when ``first + last`` covers them all)."""
+        middle; -> the number of tokens dropped (0 when ``first + last`` covers them all,
+        and then nothing changes). ``shift_keys`` maps every layer's kept last keys
+        [batch, kv_heads, last, head_dim] (a read-only view: return a new array of the
+        same shape) before they are stored; values and the first tokens are not touched."""
         if first < 0 or last < 0:
             raise EngineError(f"KV cache keep({first}, {last}): counts must be >= 0")
         held = self.length
@@ -139,25 +148,45 @@ class KVCache:
         if kept >= held:
             return 0
         current, spare = self.buffers[self.current], self.buffers[1 - self.current]
-        for src, dst in zip(current, spare, strict=True):
+        for j, (src, dst) in enumerate(zip(current, spare, strict=True)):
+            shift = shift_keys if KINDS[j % 2] == "key" else None
             if src.host is not None and dst.host is not None:
-                self._compact(src.host, dst.host, first, last)
+                self._compact(src.host, dst.host, first, last, shift)
             else:  # CUDA: through the host (see the module docstring)
                 host = src.device.numpy()
                 out = np.zeros_like(host)
-                self._compact(host, out, first, last)
+                self._compact(host, out, first, last, shift)
                 dst.device.update_inplace(out)
         self.current = 1 - self.current
         self.length = kept
         return held - kept
 
-    def _compact(self, src: NDArray[Any], dst: NDArray[Any], first: int, last: int) -> None:
-        """dst[..., :first + last, :] = src's first ``first`` then last ``last`` tokens."""
+    def _compact(
+        self,
+        src: NDArray[Any],
+        dst: NDArray[Any],
+        first: int,
+        last: int,
+        shift: KeyShift | None,
+    ) -> None:
+        """dst[..., :first + last, :] = src's first ``first`` then last ``last`` tokens,
+        the last ones through ``shift`` if given."""
         held, kept = self.length, first + last
         a = src[: self.batch * self.kv_heads * held * self.head_dim].reshape(self.shape(held))
         b = dst[: self.batch * self.kv_heads * kept * self.head_dim].reshape(self.shape(kept))
         b[:, :, :first] = a[:, :, :first]
-        b[:, :, first:] = a[:, :, held - last :]
+        recent = a[:, :, held - last :]
+        if shift is None or last == 0:
+            b[:, :, first:] = recent
+            return
+        recent.flags.writeable = False
+        shifted = shift(recent)
+        if shifted.shape != recent.shape:
+            raise EngineError(
+                f"{self.session.name}: KV cache keep: shift_keys returned shape "
+                f"{shifted.shape} for keys of shape {recent.shape}"
+            )
+        b[:, :, first:] = shifted
 
     def data_ptrs(self) -> tuple[int, ...]:
         """Addresses of every buffer (they never change while the cache lives)."""

@@ -18,6 +18,7 @@ from venus.engines.hashcache import HashCache, verify_engines
 from venus.engines.manifest import Manifest, load_manifest
 from venus.engines.options import EngineOptions, Provider
 from venus.engines.providers import choose_providers
+from venus.engines.rope import rope_of
 from venus.engines.session import Session, open_component
 from venus.engines.speech import SpeechDecoderRunner
 from venus.engines.tokenizer import Tokenizer
@@ -90,12 +91,15 @@ class Engines:
             sessions=sessions,
             audio=AudioEncoderRunner(sessions["audio_encoder"], s.mel_frames),
             vision=VisionRunner(sessions["vision_encoder"]) if "vision_encoder" in c else None,
-            backbone=BackboneRunner(sessions["embedding"], sessions["backbone"], c["backbone"]),
+            backbone=BackboneRunner(
+                sessions["embedding"], sessions["backbone"], c["backbone"], rope_of(manifest)
+            ),
             speech=SpeechDecoderRunner(
                 sessions["speech_decoder"],
                 c["speech_decoder"],
                 s.speech_start_token,
                 s.speech_end_token,
+                rope_of(manifest, "speech_decoder"),
             ),
             flow=FlowRunner(sessions["flow_decoder"], c["flow_decoder"], s),
             vocoder=VocoderRunner(sessions["vocoder"], s.hop_out),

@@ -140,7 +140,8 @@ def open_component(
     path = root / entry.graph
     digest = hashlib.sha256("".join(f.sha256 for f in entry.files).encode()).hexdigest()
     fp16 = entry.precision == "fp16"
-    ort_session = _create(path, name, digest, fp16, options, providers)
+    cached_kv = entry.layers is not None  # the manifest gives it a KV-cache layout
+    ort_session = _create(path, name, digest, fp16, options, providers, cached_kv)
     active = tuple(ort_session.get_providers())
     dropped = [p for p in providers if ORT_PROVIDERS[p] not in active]
     if dropped:
@@ -177,10 +178,14 @@ def _check_names(path: Path, name: str, entry: ComponentEntry, session: Any) -> 
             )
 
 
-def _session_options(options: EngineOptions, level: str) -> Any:
+def _session_options(options: EngineOptions, level: str, cached_kv: bool) -> Any:
     so = ort.SessionOptions()
     so.intra_op_num_threads = options.intra_op_threads
     so.graph_optimization_level = OPT_LEVELS[level]
+    # A KV-cached graph sees a new past length nearly every call; ONNX Runtime's memory
+    # patterns are cached per set of input shapes, so with them on such a session's memory
+    # grows with the session (measured: docs/memory.md). Off for those graphs only.
+    so.enable_mem_pattern = not cached_kv
     return so
 
 
@@ -191,18 +196,20 @@ def _create(
     fp16: bool,
     options: EngineOptions,
     providers: Sequence[Provider],
+    cached_kv: bool = False,
 ) -> Any:
     ort_providers = [(ORT_PROVIDERS[p], provider_options(p, options, fp16)) for p in providers]
     cached = _optimized_path(name, digest, options, providers)
     if cached is not None and cached.is_file():
         try:
-            session = _load(cached, _session_options(options, "disable"), ort_providers)
+            so = _session_options(options, "disable", cached_kv)
+            session = _load(cached, so, ort_providers)
             log.info("%s: loaded the optimised graph %s", name, cached)
             return session
         except EngineError as e:
             log.warning("%s: dropping the unusable optimised graph (%s)", name, e)
             cached.unlink(missing_ok=True)
-    so = _session_options(options, options.graph_optimization)
+    so = _session_options(options, options.graph_optimization, cached_kv)
     if cached is not None:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,11 @@ Per chunk: the backbone hidden states of the text spoken in it (the ``condition`
 by a ``Sampler`` (``start`` is never chosen) until ``end``. As in the torch reference
 (``SpeechDecoder.speak_chunk``) a chosen token is fed back only when another one follows,
 so neither ``end`` nor a chunk's last token enters the cache. One state holds a whole reply.
+
+A reply longer than the cache (``DEFAULT_MAX_TOKENS``, about 2.5 minutes) does not fail:
+``SpeechState.make_room`` keeps the most recent half and, with the decoder's RoPE from the
+manifest, re-rotates the kept keys to start at position 0 (as the backbone's eviction
+does, see ``backbone``), so the voice goes on from its recent past.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from numpy.typing import NDArray
 
 from venus.engines.kvcache import KVCache, open_kv_cache, run_cached
 from venus.engines.manifest import ComponentEntry
+from venus.engines.rope import Rope
 from venus.engines.sampler import Sampler
 from venus.engines.session import Session
 from venus.errors import EngineError
@@ -32,10 +38,30 @@ class SpeechState:
 
     kv: KVCache
     positions: int = 0
+    rope: Rope | None = None  # re-rotates kept keys in make_room; None: positions grow
 
     def reset(self) -> None:
         self.kv.reset()
         self.positions = 0
+
+    def make_room(self, tokens: int) -> int:
+        """Before appending up to ``tokens``: when they would not fit, keep only the most
+        recent half of the cache (less if ``tokens`` needs more room); -> tokens dropped."""
+        capacity = self.kv.capacity
+        if self.kv.length + tokens <= capacity:
+            return 0
+        if tokens > capacity:
+            raise EngineError(
+                f"speech decoder: {tokens} tokens for one chunk exceed its cache of {capacity}"
+            )
+        keep = min(capacity // 2, capacity - tokens)
+        rope = self.rope
+        if rope is None:
+            return self.kv.keep(0, keep)
+        delta = keep - self.positions
+        dropped = self.kv.keep(0, keep, lambda keys: rope.rotate(keys, delta))
+        self.positions = keep
+        return dropped
 
 
 @dataclass(frozen=True)
@@ -46,16 +72,22 @@ class SpeechChunk:
 
 class SpeechDecoderRunner:
     def __init__(
-        self, session: Session, entry: ComponentEntry, start_token: int, end_token: int
+        self,
+        session: Session,
+        entry: ComponentEntry,
+        start_token: int,
+        end_token: int,
+        rope: Rope | None = None,
     ) -> None:
-        self.session, self.entry = session, entry
+        self.session, self.entry, self.rope = session, entry, rope
         self.start_token, self.end_token = start_token, end_token
         self.cond_dim = session.dim("condition", 2)
         self.vocab = session.dim("logits", 2)
 
     def new_state(self, max_tokens: int = DEFAULT_MAX_TOKENS) -> SpeechState:
         """A fresh reply (batch 1) holding up to ``max_tokens`` condition + speech tokens."""
-        return SpeechState(kv=open_kv_cache(self.session, self.entry, 1, max_tokens))
+        kv = open_kv_cache(self.session, self.entry, 1, max_tokens)
+        return SpeechState(kv=kv, rope=self.rope)
 
     def forward(
         self, condition: NDArray[Any], input_ids: NDArray[np.int64], state: SpeechState
@@ -81,6 +113,7 @@ class SpeechDecoderRunner:
             raise EngineError(
                 f"speech condition has shape {hidden.shape}; expected [1, n, {self.cond_dim}]"
             )
+        state.make_room(hidden.shape[1] + 1 + max_tokens)  # condition, start, the tokens
         forward = functools.partial(self.forward, state=state)
         return speak_loop(forward, hidden, self.start_token, self.end_token, sampler, max_tokens)
 

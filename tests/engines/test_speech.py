@@ -63,3 +63,26 @@ def test_end_stops_the_chunk_and_start_is_never_emitted(engines: Engines) -> Non
     chunk = runner.speak(hidden, state, push_start, max_tokens=4)
     assert runner.start_token not in chunk.tokens.tolist()
     assert chunk.tokens.size == 4 or chunk.ended
+
+
+def test_a_reply_longer_than_the_cache_keeps_going_on_its_recent_half(engines: Engines) -> None:
+    """Before: a reply past the cache raised "KV cache full" (the session restarted). Now
+    the state keeps its recent half and decoding goes on. With no sinks only relative
+    positions matter, so renumbering (rope) and not renumbering (positions grow past the
+    cache) must choose the very same tokens: the re-rotation is exact."""
+    runner = engines.speech
+    assert runner.rope is not None  # the tiny manifest carries rope_theta
+    capacity, per_chunk = 64, 10
+    renumbered = runner.new_state(max_tokens=capacity)
+    growing = runner.new_state(max_tokens=capacity)
+    growing.rope = None
+    rng = np.random.default_rng(5)
+    greedy = Sampler(choose=Greedy())
+    for _ in range(12):  # 12 x (2 + 1 + 10) tokens: several times the cache
+        hidden = rng.standard_normal((1, 2, runner.cond_dim)).astype(np.float32)
+        a = runner.speak(hidden, renumbered, greedy, per_chunk)
+        b = runner.speak(hidden, growing, greedy, per_chunk)
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        assert renumbered.kv.length <= capacity
+        assert renumbered.positions == renumbered.kv.length  # never past the cache
+    assert growing.positions > 2 * capacity  # the same cache, positions never renumbered

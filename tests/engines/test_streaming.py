@@ -109,3 +109,42 @@ def test_vocoder_over_uneven_chunks(engines: Engines, reference: Any) -> None:
     assert err(np.concatenate(pieces, axis=1), one_shot) < TOL
     state.reset()
     assert all(not c.any() for c in state.caches)
+
+
+@torch.no_grad()
+def test_a_flow_utterance_longer_than_its_cache_matches_torch_cut_the_same_way(
+    engines: Engines, reference: Any
+) -> None:
+    """Past its cache the flow keeps the recent half, re-rotated to start at 0. The torch
+    reference, cut by hand with its own RoPE (``apply_rope``, not ``engines.rope``), gives
+    the same mel: the numpy re-rotation is the graph's own rotation, inverted."""
+    from venus.engines.flow import FLOW_ROPE_THETA
+    from venus.export.model.flow import ROPE_THETA, chunk_noise
+    from venus.export.model.layers import apply_rope, rope_cos_sin
+
+    assert FLOW_ROPE_THETA == ROPE_THETA
+    runner, model = engines.flow, reference.flow_decoder
+    c = runner.chunk_tokens
+    capacity = 2 * c + 5
+    state, ref_state = runner.new_state(max_tokens=capacity), model.new_state(chunk_tokens=c)
+    rng = np.random.default_rng(4)
+    errors, cuts = [], 0
+    for i in range(8):  # 8 chunks: several times the cache
+        tokens = rng.integers(0, model.cfg.codebook, (1, c))
+        noise = chunk_noise(model.cfg, 1, c, seed=3, chunk_index=i)
+        held = state.kv.length
+        ours = runner.step(tokens, state, noise=noise.numpy(), temperature=0.8)
+        emitted = ours.shape[2] // runner.frames_per_token
+        if state.kv.length < held + emitted:  # it made room for this group: cut torch alike
+            cuts += 1
+            keep = state.kv.length - emitted
+            delta = torch.full((1, keep), keep - held)
+            cos, sin = rope_cos_sin(delta, ref_state.keys[0].shape[3], ROPE_THETA)
+            for j in range(len(ref_state.keys)):
+                ref_state.keys[j] = apply_rope(ref_state.keys[j][:, :, held - keep :], cos, sin)
+                ref_state.values[j] = ref_state.values[j][:, :, held - keep :]
+        theirs = model.step(torch.from_numpy(tokens), noise, ref_state, False, temperature=0.8)
+        errors.append(err(ours, theirs))
+        assert state.kv.length <= capacity
+    assert cuts >= 2
+    assert max(errors) < 1e-3, errors
