@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.daemon.cli import register as register_daemon
     from venus.daemon.harness.call_cli import register as register_call
     from venus.daemon.harness.items_cli import register as register_items
+    from venus.daemon.memory.cli import register as register_memory
     from venus.daemon.run_cli import register as register_run
     from venus.datagen.cli import register as register_datagen
     from venus.evaluation.cli import register as register_eval
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(commands)
     register_call(commands)
     register_items(commands)
+    register_memory(commands)
     register_worker(commands)
     register_daemon(commands)
     register_export(commands)

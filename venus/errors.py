@@ -51,3 +51,8 @@ class DatagenError(VenusError):
 class EvaluationError(VenusError):
     """The evaluation suite (``venus.evaluation``) was given data or outputs it cannot
     score: a missing or misaligned file, bad metadata."""
+
+
+class MemoryStoreError(VenusError):
+    """The long-session memory file (``venus.daemon.memory.persist``) is unreadable, of a
+    newer or foreign schema, or holds an entry that does not add up."""
