@@ -18,8 +18,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     from venus.bench.engines import register as register_engines
     from venus.bench.estimate import register as register_estimate
     from venus.bench.harness import register as register_harness
+    from venus.bench.memory import register as register_memory
 
     register_estimate(kinds)
     register_engines(kinds)
     register_chunk(kinds)
     register_harness(kinds)
+    register_memory(kinds)

@@ -335,6 +335,76 @@ class HomeAssistantConfig:
 
 
 @dataclass(config=_SECTION)
+class MemoryConfig:
+    enabled: StrictBool = Field(
+        default=True,
+        description="Keep past chunks' audio and vision embeddings and recall relevant ones.",
+    )
+    budget_mb: StrictFloat = Field(
+        default=64.0, gt=0.0, le=65536.0, description="Memory store budget in MiB."
+    )
+    tier_tokens: tuple[StrictInt, ...] = Field(
+        default=(0, 2, 1),
+        min_length=1,
+        max_length=8,
+        description="Tokens an entry keeps in each tier, newest tier first; 0: as encoded.",
+    )
+    tier_shares: tuple[StrictFloat, ...] = Field(
+        default=(0.25, 0.25, 0.5),
+        min_length=1,
+        max_length=8,
+        description="Share of the budget each tier may hold (one per tier, summing to 1).",
+    )
+    merge_similarity: StrictFloat = Field(
+        default=0.95,
+        ge=0.0,
+        le=1.0,
+        description="Consecutive chunks at least this similar become one entry.",
+    )
+    recall: StrictInt = Field(
+        default=2,
+        ge=0,
+        le=16,
+        description="Entries re-inserted into the context per chunk; 0 only stores.",
+    )
+    min_similarity: StrictFloat = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="An entry is recalled only if at least this similar to the chunk.",
+    )
+    persist: StrictBool = Field(
+        default=False,
+        description="Keep the memory on disk so a restart within the session keeps it.",
+    )
+    path: Path | None = Field(
+        default=None,
+        description="Memory file (SQLite); unset: memory.sqlite3 beside the journal.",
+    )
+    resume_within_s: StrictFloat = Field(
+        default=300.0,
+        ge=0.0,
+        le=86400.0,
+        description="A restart this soon after the last chunk continues the session.",
+    )
+    keep_after_session: StrictBool = Field(
+        default=False,
+        description="Keep an ended session's memory on disk (default: wipe it).",
+    )
+
+    def __post_init__(self) -> None:
+        if len(self.tier_shares) != len(self.tier_tokens):
+            raise ValueError(
+                f"tier_shares has {len(self.tier_shares)} values but tier_tokens has "
+                f"{len(self.tier_tokens)}: give one share per tier"
+            )
+        if any(t < 0 for t in self.tier_tokens):
+            raise ValueError(f"tier_tokens {list(self.tier_tokens)}: counts must be >= 0")
+        if any(s <= 0 for s in self.tier_shares) or abs(sum(self.tier_shares) - 1) > 1e-6:
+            raise ValueError(f"tier_shares {list(self.tier_shares)} must be > 0 each and sum to 1")
+
+
+@dataclass(config=_SECTION)
 class ServiceConfig:
     watchdog: StrictBool = Field(
         default=True, description="Send WATCHDOG=1 while the chunk loop makes progress."
@@ -365,5 +435,6 @@ class VenusConfig:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     capabilities: CapabilitiesConfig = field(default_factory=CapabilitiesConfig)
     homeassistant: HomeAssistantConfig = field(default_factory=HomeAssistantConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

@@ -87,7 +87,7 @@ def run_offline(
             with source:
                 frontend.loop.run(frontend.stream, source, frames)
         finally:
-            frontend.close()
+            frontend.close(end_session=True)
             if video_file is not None:
                 video_file.close()
         wall_s = time.perf_counter() - started

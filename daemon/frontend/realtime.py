@@ -144,7 +144,8 @@ def run_realtime(
         echo = EchoPath(
             out, make_echo_canceller(a.echo_cancellation), s.sample_rate_out, p.buffer_ms
         )
-        frontend = open_frontend(cfg, engines, echo, RealTimeClock(s.chunk_s), sink, harness)
+        clock = RealTimeClock(s.chunk_s)
+        frontend = open_frontend(cfg, engines, echo, clock, sink, harness, keep_records=False)
         stack.callback(frontend.close)
         if stop.is_set():
             return frontend.loop.stats

@@ -7,6 +7,7 @@ the sources, the playback device and the clock they pass in.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -22,12 +23,19 @@ from venus.daemon.frontend.clock import Clock
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall
 from venus.daemon.frontend.loop import FrontendLoop
+from venus.daemon.frontend.memory import SessionMemory
 from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
 from venus.daemon.frontend.policy import DecisionPolicy
 from venus.daemon.frontend.speech_out import SpeechOut
 from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep, Samplers, StepSettings
 from venus.daemon.frontend.stream import Stream
-from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
+from venus.daemon.frontend.timeline import (
+    ChunkRecord,
+    DelegationRecord,
+    MemoryRecord,
+    RecallRecord,
+    ResultRecord,
+)
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 from venus.engines.sampler import Greedy, LogitBias, Sampler, TopP
@@ -48,10 +56,14 @@ class Frontend:
     playback: PlaybackController
     speech_out: SpeechOut
     loop: FrontendLoop
-    records: list[ChunkRecord] = field(default_factory=list)
+    records: list[ChunkRecord] = field(default_factory=list)  # offline runs only
 
-    def close(self) -> None:
+    def close(self, end_session: bool = False) -> None:
+        """Stop token-to-wave; save the memory (a live session may continue after a
+        restart) or, with ``end_session``, end the session's memory."""
         self.speech_out.close()
+        if self.stream.memory is not None:
+            self.stream.memory.close(end_session)
 
 
 def check_schedule(cfg: VenusConfig, engines: Engines) -> None:
@@ -97,9 +109,13 @@ def open_frontend(
     harness: HarnessChannel | None = None,
     session_id: str | None = None,
     policy: DecisionPolicy | None = None,
+    keep_records: bool = True,
 ) -> Frontend:
     """Every part of one frontend. ``policy`` takes the control decisions (default
-    ``ModelPolicy``: the model's own; the others are evaluation baselines)."""
+    ``ModelPolicy``: the model's own; the others are evaluation baselines).
+    ``keep_records``: keep every chunk's record in ``Frontend.records`` (offline runs
+    summarize them; a live session would grow without bound). A live session
+    (``session_id`` None) may continue the memory file's latest session."""
     check_schedule(cfg, engines)
     harness = harness or NoHarness()
     s = cfg.schedule
@@ -121,7 +137,8 @@ def open_frontend(
 
     def done(result: ChunkResult) -> None:
         record = to_record(result)
-        records.append(record)
+        if keep_records:
+            records.append(record)
         on_record(record)
 
     speech_out = SpeechOut(engines, playback, done, seed=cfg.model.seed)
@@ -130,7 +147,24 @@ def open_frontend(
     stream = step.new_stream()
     if session_id is not None:
         stream.session_id = session_id
+    stream.memory = open_memory(cfg, engines)
+    if stream.memory is not None:
+        stream.session_id = stream.memory.begin(stream.session_id, fresh=session_id is not None)
     return Frontend(engines, step, stream, playback, speech_out, loop, records)
+
+
+def open_memory(cfg: VenusConfig, engines: Engines) -> SessionMemory | None:
+    """``[memory]`` for these engines: recall needs the ``<|memory|>`` tokens, which
+    engines exported before them lack (the store still runs, nothing is put back)."""
+    m = cfg.memory
+    if m.enabled and m.recall and "<|memory|>" not in engines.manifest.special_tokens:
+        log.warning(
+            "memory: the engines in %s have no <|memory|> token; nothing is recalled "
+            "(re-export the checkpoint with this version of venus)",
+            engines.root,
+        )
+        m = dataclasses.replace(m, recall=0)
+    return SessionMemory.open(m, cfg.harness.journal)
 
 
 WARM_UP_SPEAK_BIAS = 1e4  # on <|speak|>: the warm-up chunk always speaks
@@ -158,13 +192,16 @@ def warm_up(frontend: Frontend) -> float:
         size = s.image_size or VISION_SIZE
         frame = Frame(np.zeros((size, size, 3), np.uint8), 0, time.monotonic(), size, size)
     samples = np.zeros(round(s.chunk_s * s.sample_rate_in), np.float32)
-    result = dry(frontend.stream, ChunkInput(0, 0.0, samples, frame))
+    stream = frontend.stream
+    memory, session_id, stream.memory = stream.memory, stream.session_id, None
+    result = dry(stream, ChunkInput(0, 0.0, samples, frame))
     if result.speech.size:
         tokens = result.speech[None, : e.flow.chunk_tokens]
         mel = e.flow.step(tokens, e.flow.new_state(seed=0), final=True)
         if mel.shape[2]:
             e.vocoder.step(mel, e.vocoder.new_state())
-    frontend.stream.reset()
+    stream.reset()
+    stream.memory, stream.session_id = memory, session_id  # the session is untouched
     return time.perf_counter() - t
 
 
@@ -191,7 +228,25 @@ def to_record(r: ChunkResult) -> ChunkRecord:
         deadline_missed=r.late,
         degraded=tuple(r.degraded),
         overridden_by=r.overridden_by,
+        memory=None if r.memory is None else _memory(r),
     )
+
+
+def _memory(r: ChunkResult) -> MemoryRecord:
+    assert r.memory is not None
+    entries, size = r.memory
+    recalled = tuple(
+        RecallRecord(
+            entry=x.entry.id,
+            kind=x.entry.kind,  # type: ignore[arg-type]
+            first_chunk=x.entry.first_chunk,
+            last_chunk=x.entry.last_chunk,
+            score=min(1.0, max(-1.0, float(x.score))),
+            tokens=int(x.entry.tokens.shape[0]) + 4,
+        )
+        for x in r.recalled
+    )
+    return MemoryRecord(entries=entries, bytes=size, recalled=recalled)
 
 
 def _delegation(c: ParsedCall) -> DelegationRecord:

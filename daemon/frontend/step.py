@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from venus.daemon.frontend.channel import Delegation, HarnessChannel, InjectedResult
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
+from venus.daemon.frontend.memory import Recalled, frame_tokens
 from venus.daemon.frontend.policy import DecisionPoint, DecisionPolicy, ModelPolicy
 from venus.daemon.frontend.stream import Stream
 from venus.daemon.frontend.timeline import Baseline, Decision
@@ -88,6 +89,8 @@ class ChunkResult:
     vision: bool = False
     evicted: int = 0
     context: int = 0
+    recalled: list[Recalled] = field(default_factory=list)  # memory entries put back
+    memory: tuple[int, int] | None = None  # (entries, bytes) after it; None: memory off
     degraded: list[str] = field(default_factory=list)
     latency_ms: dict[str, float] = field(default_factory=dict)
     late: bool = False  # done after boundary + period
@@ -130,12 +133,16 @@ class ChunkStep:
         e, v = self.engines, self.vocab
 
         audio, vision = self._perceive(stream, chunk, out, clock)
+        if stream.memory is not None:
+            with clock("memory"):
+                self._remember(stream, chunk, audio, vision, out)
         idle = stream.reply_id is None and chunk.speech_ratio < IDLE_SPEECH_RATIO
         results = self.harness.results(stream.session_id, chunk.index, idle)
         stream.unanswered += [r.item_id for r in results]
         with clock("prefill"):
             parts = self._layout(stream, audio, vision, results, out)
             out.evicted = self._make_room(stream, sum(p.shape[1] for p in parts))
+            stream.in_context.add(chunk.index, stream.backbone.length)
             logits = e.backbone.prefill(np.concatenate(parts, axis=1), stream.backbone).logits
         with clock("decide"):
             control = self.samplers.control
@@ -195,6 +202,23 @@ class ChunkStep:
         out.vision = True
         return audio, vision
 
+    def _remember(
+        self,
+        stream: Stream,
+        chunk: ChunkInput,
+        audio: NDArray[Any],
+        vision: NDArray[Any] | None,
+        out: ChunkResult,
+    ) -> None:
+        """Recall memory entries for this chunk, then store its embeddings (``memory``)."""
+        memory = stream.memory
+        assert memory is not None
+        inputs = {"audio": audio} if vision is None else {"vision": vision, "audio": audio}
+        end_s = chunk.start_s + self.schedule.chunk_s
+        since = stream.in_context.oldest(chunk.index)
+        out.recalled = memory.step(chunk.index, chunk.start_s, end_s, inputs, since)
+        out.memory = (len(memory.store), memory.store.nbytes)
+
     def _speak(self, stream: Stream, index: int, out: ChunkResult, clock: _Clock) -> None:
         """This chunk's text (and delegations), then its speech tokens."""
         e = self.engines
@@ -226,6 +250,10 @@ class ChunkStep:
         v, embed = self.vocab, self.engines.backbone.embed
         ids = [*stream.pending, v["<|chunk_start|>"]]
         parts: list[NDArray[Any]] = []
+        for m in out.recalled:  # <|memory|> <|image_start|> ... <|image_end|> <|/memory|>
+            start, end = frame_tokens(m.entry)
+            parts += [_ids(embed, [*ids, v["<|memory|>"], v[start]]), m.entry.tokens[None]]
+            ids = [v[end], v["<|/memory|>"]]
         if vision is not None:
             parts += [_ids(embed, [*ids, v["<|image_start|>"]]), vision]
             ids = [v["<|image_end|>"]]
@@ -248,6 +276,7 @@ class ChunkStep:
             return 0
         keep_last = max(0, s.max_context_tokens // 2 - s.sink_tokens)
         dropped = stream.backbone.evict(s.sink_tokens, keep_last)
+        stream.in_context.evicted(s.sink_tokens, dropped)
         log.info("context full: evicted %d tokens (kept %d sinks)", dropped, s.sink_tokens)
         return dropped
 

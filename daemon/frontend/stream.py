@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.daemon.frontend.memory import SessionMemory
 from venus.daemon.frontend.policy import UserTurn
 from venus.engines.backbone import BackboneState
 from venus.engines.encoders import AudioState
@@ -24,6 +25,36 @@ from venus.engines.speech import SpeechState
 
 DIALOGUE_TURNS = 8  # recent utterances kept as delegation evidence
 EVIDENCE_AUDIO_SAMPLES = 10 * 16000  # the last 10 s of microphone audio, for evidence
+
+
+class ContextChunks:
+    """Which chunks the backbone's context still holds: (chunk index, cache offset of its
+    first token) per chunk, oldest first, kept in step with evictions."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[tuple[int, int]] = deque()
+
+    def add(self, chunk: int, offset: int) -> None:
+        """Chunk ``chunk``'s tokens start at cache position ``offset``."""
+        self._chunks.append((chunk, offset))
+
+    def evicted(self, first: int, dropped: int) -> None:
+        """The cache dropped ``dropped`` tokens after its first ``first`` (the sinks):
+        a chunk that began before the kept tail is gone (one the sinks cut counts as gone
+        too); the offsets of the rest move down by ``dropped``."""
+        while self._chunks and self._chunks[0][1] < first + dropped:
+            self._chunks.popleft()
+        self._chunks = deque((c, at - dropped) for c, at in self._chunks)
+
+    def oldest(self, default: int) -> int:
+        """The oldest chunk whose tokens are all in the context (``default`` if none)."""
+        return self._chunks[0][0] if self._chunks else default
+
+    def clear(self) -> None:
+        self._chunks.clear()
+
+    def __len__(self) -> int:
+        return len(self._chunks)
 
 
 @dataclass
@@ -44,6 +75,8 @@ class Stream:
     frame: NDArray[np.uint8] | None = None  # the latest camera frame (RGB), for evidence
     chunks: int = 0  # chunks stepped
     turn: UserTurn = field(default_factory=UserTurn)  # the user's turn (``VadPolicy``)
+    memory: SessionMemory | None = None  # long-session memory (``[memory]``), if on
+    in_context: ContextChunks = field(default_factory=ContextChunks)
 
     def remember(self, samples: NDArray[np.float32], frame: NDArray[np.uint8] | None) -> None:
         """Keep the recent audio and the latest frame (new arrays: a delegation may hold
@@ -71,7 +104,8 @@ class Stream:
         self.reply_tags = ()
 
     def reset(self) -> None:
-        """A new session on the same engines: forget everything."""
+        """A new session on the same engines: forget everything (the memory's session
+        ends: wiped from its file unless ``keep_after_session``)."""
         self.mel.reset()
         self.audio.reset()
         self.backbone.reset()
@@ -88,3 +122,7 @@ class Stream:
         self.frame = None
         self.chunks = 0
         self.turn = UserTurn()
+        self.in_context.clear()
+        if self.memory is not None:
+            self.memory.end()
+            self.session_id = self.memory.begin(self.session_id, fresh=True)

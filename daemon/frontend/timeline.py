@@ -37,7 +37,9 @@ __all__ = [
     "Decision",
     "Degradation",
     "DelegationRecord",
+    "MemoryRecord",
     "PolicyName",
+    "RecallRecord",
     "ResultRecord",
     "TimelineError",
     "TimelineWriter",
@@ -51,6 +53,7 @@ Stage = Literal[
     "mel",
     "audio_encoder",
     "vision_encoder",
+    "memory",
     "prefill",
     "decide",
     "text",
@@ -132,6 +135,29 @@ class ResultRecord:
 
 
 @dataclass(config=_RECORD)
+class RecallRecord:
+    """A memory entry put back into the context at this chunk (``<|memory|> ... <|/memory|>``)."""
+
+    entry: Count = Field(description="The entry's id in the session's memory store.")
+    kind: Literal["audio", "vision"] = Field(description="Which encoder's embeddings it holds.")
+    first_chunk: Count = Field(description="First chunk the entry stands for.")
+    last_chunk: Count = Field(description="Last chunk the entry stands for (merged chunks).")
+    score: float = Field(ge=-1, le=1, description="Cosine similarity to this chunk's input.")
+    tokens: Count = Field(description="Memory tokens it took in the context.")
+
+
+@dataclass(config=_RECORD)
+class MemoryRecord:
+    """The long-session memory after this chunk (``[memory]``)."""
+
+    entries: Count = Field(description="Entries in the memory store.")
+    bytes: Count = Field(description="Bytes the store holds (within memory.budget_mb).")
+    recalled: tuple[RecallRecord, ...] = Field(
+        description="Entries put back into the context at this chunk, best first."
+    )
+
+
+@dataclass(config=_RECORD)
 class ChunkRecord:
     """One chunk of the frontend loop: one line of the timeline."""
 
@@ -177,6 +203,11 @@ class ChunkRecord:
     degraded: tuple[DegradationName, ...] = Field(
         description="What was left out to keep up: vision_skipped (no frame encoded), "
         "speech_shortened (less speech synthesized than the chunk's share)."
+    )
+    memory: MemoryRecord | None = Field(
+        default=None,
+        description="The memory store after this chunk and what it recalled; null when "
+        "memory is off.",
     )
     overridden_by: Baseline | None = Field(
         default=None,

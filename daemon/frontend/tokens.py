@@ -2,16 +2,21 @@
 
 Per chunk the loop appends (``<|image_...|>`` only for an omni frontend with a frame)::
 
-    <|chunk_start|> <|image_start|> v ... <|image_end|> <|audio_start|> a ... <|audio_end|>
+    <|chunk_start|>
+        [<|memory|> <|image_start|> m ... <|image_end|> <|/memory|>] ...   <- recalled memory
+        <|image_start|> v ... <|image_end|> <|audio_start|> a ... <|audio_end|>
         [<|result|> text <|/result|>] ...         <- fresh harness results
     DECISION                                      <- <|listen|> / <|speak|> / <|turn_eos|>
     [text ... [<|delegate|> json <|/delegate|>] ...]   <- only after <|speak|>
     <|chunk_end|>
 
-The decision is chosen from the logits of the last input token, among the control tokens
-only. After ``<|speak|>`` text tokens follow until the model closes the chunk
-(``<|chunk_end|>``), ends its turn (``<|turn_eos|>``) or the chunk's text budget runs out;
-the loop closes the chunk itself when the model did not. Tokens whose logits are not
+Recalled memory entries (``memory``: past chunks' embeddings, audio ones framed by
+``<|audio_start|> ... <|audio_end|>``) come first, only with ``[memory] recall`` on and
+engines that have the ``<|memory|>`` tokens. The decision is chosen from the logits of
+the last input token, among the control tokens only. After ``<|speak|>`` text tokens
+follow until the model closes the chunk (``<|chunk_end|>``), ends its turn
+(``<|turn_eos|>``) or the chunk's text budget runs out; the loop closes the chunk itself
+when the model did not. Tokens whose logits are not
 needed (a ``<|listen|>``, the closing ``<|chunk_end|>``) are not run on their own: they
 lead the next chunk's prefill.
 """

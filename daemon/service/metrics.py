@@ -136,6 +136,18 @@ class Metrics:
         self._cuts = Counter(
             "venus_playback_cuts", "Chunks in which playback was cut (barge-in).", registry=reg
         )
+        self._memory_bytes = Gauge(
+            "venus_memory_bytes", "Bytes in the long-session memory store.", registry=reg
+        )
+        self._memory_entries = Gauge(
+            "venus_memory_entries", "Entries in the long-session memory store.", registry=reg
+        )
+        self._recalled = Counter(
+            "venus_memory_recalled",
+            "Memory entries put back into the context.",
+            ["kind"],
+            registry=reg,
+        )
         self._last_chunk = Gauge(
             "venus_last_chunk_timestamp_seconds",
             "Unix time the last chunk was recorded (0: none yet).",
@@ -182,6 +194,11 @@ class Metrics:
         self._text.inc(record.text_tokens)
         if record.playback_stopped:
             self._cuts.inc()
+        if record.memory is not None:
+            self._memory_bytes.set(record.memory.bytes)
+            self._memory_entries.set(record.memory.entries)
+            for r in record.memory.recalled:
+                self._recalled.labels(kind=r.kind).inc()
         self._last_chunk.set(time.time())
         with self._lock:
             self._chunks += 1
