@@ -184,7 +184,7 @@ def _session_options(options: EngineOptions, level: str, cached_kv: bool) -> Any
     so.graph_optimization_level = OPT_LEVELS[level]
     # A KV-cached graph sees a new past length nearly every call; ONNX Runtime's memory
     # patterns are cached per set of input shapes, so with them on such a session's memory
-    # grows with the session (measured: docs/memory.md). Off for those graphs only.
+    # grows with the session (docs/benchmarks.md, long sessions). Off for those graphs only.
     so.enable_mem_pattern = not cached_kv
     return so
 
