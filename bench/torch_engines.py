@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from venus.engines import backbone, flow, speech
 from venus.engines.backbone import BackboneOutput
+from venus.engines.flow import FLOW_ROPE_THETA
 from venus.engines.manifest import Manifest
 from venus.engines.rope import Rope
 from venus.engines.runners import Engines
@@ -290,6 +291,13 @@ class TorchFlow:
         _shape(noise, (batch, self.mel_bins, frames_in), "flow noise")
         held = state.inner.pending_tokens.shape[1] + m
         emit = held if final else held - self.lookahead
+        had = state.emitted_tokens
+        if emit > 0 and had + emit > state.capacity:  # as FlowState.make_room
+            keep = min(state.capacity // 2, state.capacity - emit)
+            rope = Rope(int(state.inner.keys[0].shape[3]), FLOW_ROPE_THETA)
+            for i, k in enumerate(state.inner.keys):
+                state.inner.keys[i] = _t(rope.rotate(_np(k[:, :, had - keep :]), keep - had))
+                state.inner.values[i] = state.inner.values[i][:, :, had - keep :]
         _room("flow_decoder", state.emitted_tokens, emit, state.capacity)
         mel = self.module.step(_t(tokens, np.int64), _t(noise), state.inner, final, temperature)
         return _np(mel)

@@ -70,18 +70,22 @@ class SessionMemory:
     recalled: dict[int, int] = field(default_factory=dict)  # entry id -> chunk put back
     # kind -> (session chunk, key) of the chunks in the context, oldest first
     recent: dict[str, deque[tuple[int, NDArray[np.float32]]]] = field(default_factory=dict)
+    width: int | None = None  # the engines' embedding width: stored entries must match it
     _last_chunk: int = -1
     _unsaved: int = 0
+    _saving: bool = True  # False after a failed save: the file is still wiped at the end
 
     @classmethod
-    def open(cls, config: MemoryConfig, journal: Path) -> SessionMemory | None:
+    def open(
+        cls, config: MemoryConfig, journal: Path, width: int | None = None
+    ) -> SessionMemory | None:
         """The memory ``[memory]`` asks for (None when it is off). A memory file that
         cannot be read is an error logged once; the session then runs without persistence
         and the file is left as it is (nothing is lost)."""
         if not config.enabled:
             return None
         store = MemoryStore(settings_of(config))
-        memory = cls(config, store)
+        memory = cls(config, store, width=width)
         if config.persist:
             path = config.path or journal.parent / MEMORY_FILE
             try:
@@ -90,15 +94,16 @@ class SessionMemory:
                 log.error("memory: %s; running without persistence", e)
         return memory
 
-    def begin(self, session_id: str, fresh: bool = False) -> str:
-        """Start ``session_id``, or continue the file's latest session when it ran within
-        ``resume_within_s`` (unless ``fresh``). -> the session id in use."""
+    def begin(self, session_id: str, resume: bool = False) -> str:
+        """Start ``session_id``; with ``resume`` (a live daemon starting), continue the
+        file's latest session instead when it has not ended and ran within
+        ``resume_within_s``. -> the session id in use."""
         self.store.clear()
         self.store.take_changes()
         self.recalled.clear()
         self.recent.clear()
         self.session_id, self.offset, self._last_chunk, self._unsaved = session_id, 0, -1, 0
-        if self.file is None or fresh:
+        if self.file is None or not resume:
             return session_id
         try:
             latest = self.file.latest()
@@ -119,6 +124,9 @@ class SessionMemory:
             log.error("memory: %s; this session starts with an empty memory", e)
             return session_id
         try:
+            widths = {e.tokens.shape[1] for e in entries}
+            if self.width is not None and widths - {self.width}:
+                raise ValueError(f"its entries are {sorted(widths)} wide, the engines {self.width}")
             self.store.restore(entries)
         except ValueError as e:  # e.g. engines of another width since
             log.error("memory: session %s cannot continue (%s); a new one starts", latest.id, e)
@@ -158,7 +166,7 @@ class SessionMemory:
             recent = self.recent.setdefault(kind, deque())
             while recent and recent[0][0] < before:
                 recent.popleft()
-            if not self.config.recall:
+            if not self.config.recall or not _usable(key, self.width):
                 continue
             floor = self.config.min_similarity
             if recent:  # what the context already holds that is most like this chunk
@@ -186,7 +194,8 @@ class SessionMemory:
             except ValueError as e:  # NaN from an engine, a width the store does not hold
                 log.warning("memory: chunk %d's %s embeddings not kept: %s", n, kind, e)
                 continue
-            self.recent[kind].append((n, keys[kind]))
+            if _usable(keys[kind], self.width):
+                self.recent[kind].append((n, keys[kind]))
         self._last_chunk = n
         self._unsaved += 1
         if self._unsaved >= FLUSH_EVERY:
@@ -197,18 +206,20 @@ class SessionMemory:
         """Write the store's changes since the last flush (persist only; without a file
         they are dropped, or the change log would hold every entry ever made)."""
         upserts, removed = self.store.take_changes()
-        if self.file is None or self._last_chunk < 0:
-            self._unsaved = 0
+        self._unsaved = 0
+        if self.file is None or not self._saving or self._last_chunk < 0:
             return
         try:
             self.file.save(self.session_id, upserts, removed, self._last_chunk, time.time())
-        except MemoryStoreError as e:
+        except MemoryStoreError as e:  # the file is kept: the session is still wiped at its end
             log.error("memory: %s; memory is no longer saved this run", e)
-            self.file = None
-        self._unsaved = 0
+            self._saving = False
 
     def end(self) -> None:
-        """The session ended: forget it, and wipe it from the file unless configured."""
+        """The session ended: forget it, and wipe it from the file, or with
+        ``keep_after_session`` save it and mark it ended (kept, never continued)."""
+        if self.config.keep_after_session:
+            self.flush()
         self._ended(self.session_id)
         self.store.clear()
         self.store.take_changes()  # nothing of the old session goes to the next one's saves
@@ -226,12 +237,16 @@ class SessionMemory:
             self.file = None
 
     def _ended(self, session_id: str) -> None:
-        if self.file is None or self.config.keep_after_session or not session_id:
+        if self.file is None or not session_id:
             return
         try:
+            if self.config.keep_after_session:
+                self.file.end(session_id)
+                log.info("memory: session %s ended; kept (keep_after_session)", session_id)
+                return
             removed = self.file.wipe(session_id)
         except MemoryStoreError as e:
-            log.error("memory: %s; session %s was not wiped", e, session_id)
+            log.error("memory: session %s ended, but: %s", session_id, e)
             return
         log.info("memory: session %s ended; %d entries wiped", session_id, removed)
 
@@ -251,6 +266,11 @@ def unit_mean(tokens: NDArray[Any]) -> NDArray[np.float32]:
     norm = float(np.linalg.norm(mean))
     out: NDArray[np.float32] = mean / norm if norm > 0 else mean
     return out
+
+
+def _usable(key: NDArray[np.float32], width: int | None) -> bool:
+    """A key the store can be searched with: finite, and of the engines' width."""
+    return bool(np.isfinite(key).all()) and (width is None or key.shape[0] == width)
 
 
 def _rows(tokens: NDArray[Any]) -> NDArray[Any]:

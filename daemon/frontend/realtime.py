@@ -145,7 +145,9 @@ def run_realtime(
             out, make_echo_canceller(a.echo_cancellation), s.sample_rate_out, p.buffer_ms
         )
         clock = RealTimeClock(s.chunk_s)
-        frontend = open_frontend(cfg, engines, echo, clock, sink, harness, keep_records=False)
+        frontend = open_frontend(
+            cfg, engines, echo, clock, sink, harness, keep_records=False, resume=True
+        )
         stack.callback(frontend.close)
         if stop.is_set():
             return frontend.loop.stats

@@ -110,12 +110,13 @@ def open_frontend(
     session_id: str | None = None,
     policy: DecisionPolicy | None = None,
     keep_records: bool = True,
+    resume: bool = False,
 ) -> Frontend:
     """Every part of one frontend. ``policy`` takes the control decisions (default
     ``ModelPolicy``: the model's own; the others are evaluation baselines).
     ``keep_records``: keep every chunk's record in ``Frontend.records`` (offline runs
-    summarize them; a live session would grow without bound). A live session
-    (``session_id`` None) may continue the memory file's latest session."""
+    summarize them; a live session would grow without bound). ``resume`` (the live
+    daemon only): continue the memory file's latest session if it may (``[memory]``)."""
     check_schedule(cfg, engines)
     harness = harness or NoHarness()
     s = cfg.schedule
@@ -149,7 +150,7 @@ def open_frontend(
         stream.session_id = session_id
     stream.memory = open_memory(cfg, engines)
     if stream.memory is not None:
-        stream.session_id = stream.memory.begin(stream.session_id, fresh=session_id is not None)
+        stream.session_id = stream.memory.begin(stream.session_id, resume=resume)
     return Frontend(engines, step, stream, playback, speech_out, loop, records)
 
 
@@ -164,7 +165,7 @@ def open_memory(cfg: VenusConfig, engines: Engines) -> SessionMemory | None:
             engines.root,
         )
         m = dataclasses.replace(m, recall=0)
-    return SessionMemory.open(m, cfg.harness.journal)
+    return SessionMemory.open(m, cfg.harness.journal, engines.backbone.hidden_size)
 
 
 WARM_UP_SPEAK_BIAS = 1e4  # on <|speak|>: the warm-up chunk always speaks
@@ -194,14 +195,16 @@ def warm_up(frontend: Frontend) -> float:
     samples = np.zeros(round(s.chunk_s * s.sample_rate_in), np.float32)
     stream = frontend.stream
     memory, session_id, stream.memory = stream.memory, stream.session_id, None
-    result = dry(stream, ChunkInput(0, 0.0, samples, frame))
-    if result.speech.size:
-        tokens = result.speech[None, : e.flow.chunk_tokens]
-        mel = e.flow.step(tokens, e.flow.new_state(seed=0), final=True)
-        if mel.shape[2]:
-            e.vocoder.step(mel, e.vocoder.new_state())
-    stream.reset()
-    stream.memory, stream.session_id = memory, session_id  # the session is untouched
+    try:
+        result = dry(stream, ChunkInput(0, 0.0, samples, frame))
+        if result.speech.size:
+            tokens = result.speech[None, : e.flow.chunk_tokens]
+            mel = e.flow.step(tokens, e.flow.new_state(seed=0), final=True)
+            if mel.shape[2]:
+                e.vocoder.step(mel, e.vocoder.new_state())
+        stream.reset()
+    finally:
+        stream.memory, stream.session_id = memory, session_id  # the session is untouched
     return time.perf_counter() - t
 
 

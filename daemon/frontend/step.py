@@ -32,7 +32,7 @@ from venus.daemon.frontend.tokens import Vocab
 from venus.engines.mel import LogMel
 from venus.engines.runners import Engines
 from venus.engines.sampler import Sampler
-from venus.errors import EngineError
+from venus.errors import EngineError, VenusError
 from venus.hw.frames import Frame
 from venus.hw.vad import VadStats
 
@@ -140,9 +140,10 @@ class ChunkStep:
         results = self.harness.results(stream.session_id, chunk.index, idle)
         stream.unanswered += [r.item_id for r in results]
         with clock("prefill"):
+            lead = len(stream.pending)  # the previous chunk's closing tokens come first
             parts = self._layout(stream, audio, vision, results, out)
             out.evicted = self._make_room(stream, sum(p.shape[1] for p in parts))
-            stream.in_context.add(chunk.index, stream.backbone.length)
+            stream.in_context.add(chunk.index, stream.backbone.length + lead)
             logits = e.backbone.prefill(np.concatenate(parts, axis=1), stream.backbone).logits
         with clock("decide"):
             control = self.samplers.control
@@ -215,8 +216,12 @@ class ChunkStep:
         assert memory is not None
         inputs = {"audio": audio} if vision is None else {"vision": vision, "audio": audio}
         end_s = chunk.start_s + self.schedule.chunk_s
+        # The context as it was after the previous chunk (this one may evict more).
         since = stream.in_context.oldest(chunk.index)
-        out.recalled = memory.step(chunk.index, chunk.start_s, end_s, inputs, since)
+        try:
+            out.recalled = memory.step(chunk.index, chunk.start_s, end_s, inputs, since)
+        except (ValueError, VenusError) as e:  # the memory degrades; the chunk runs on
+            log.warning("chunk %d: memory skipped: %s", chunk.index, e)
         out.memory = (len(memory.store), memory.store.nbytes)
 
     def _speak(self, stream: Stream, index: int, out: ChunkResult, clock: _Clock) -> None:

@@ -42,6 +42,8 @@ class ContextChunks:
         """The cache dropped ``dropped`` tokens after its first ``first`` (the sinks):
         a chunk that began before the kept tail is gone (one the sinks cut counts as gone
         too); the offsets of the rest move down by ``dropped``."""
+        if dropped <= 0:
+            return
         while self._chunks and self._chunks[0][1] < first + dropped:
             self._chunks.popleft()
         self._chunks = deque((c, at - dropped) for c, at in self._chunks)
@@ -125,4 +127,4 @@ class Stream:
         self.in_context.clear()
         if self.memory is not None:
             self.memory.end()
-            self.session_id = self.memory.begin(self.session_id, fresh=True)
+            self.session_id = self.memory.begin(self.session_id)

@@ -140,7 +140,10 @@ class RecallRecord:
 
     entry: Count = Field(description="The entry's id in the session's memory store.")
     kind: Literal["audio", "vision"] = Field(description="Which encoder's embeddings it holds.")
-    first_chunk: Count = Field(description="First chunk the entry stands for.")
+    first_chunk: Count = Field(
+        description="First chunk the entry stands for, numbered over the session (a "
+        "session continued after a restart goes on counting; index starts at 0)."
+    )
     last_chunk: Count = Field(description="Last chunk the entry stands for (merged chunks).")
     score: float = Field(ge=-1, le=1, description="Cosine similarity to this chunk's input.")
     tokens: Count = Field(description="Memory tokens it took in the context.")

@@ -39,7 +39,7 @@ BUSY_TIMEOUT_MS = 10_000  # how long a call waits for another process's write lo
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE session (
-    id TEXT PRIMARY KEY, started_at REAL, updated_at REAL, last_chunk INTEGER
+    id TEXT PRIMARY KEY, started_at REAL, updated_at REAL, last_chunk INTEGER, ended_at REAL
 );
 CREATE TABLE entry (
     session TEXT, id INTEGER, kind TEXT, first_chunk INTEGER, last_chunk INTEGER,
@@ -49,7 +49,7 @@ CREATE TABLE entry (
 """
 _COLUMNS = {
     "meta": ("key", "value"),
-    "session": ("id", "started_at", "updated_at", "last_chunk"),
+    "session": ("id", "started_at", "updated_at", "last_chunk", "ended_at"),
     "entry": (
         "session", "id", "kind", "first_chunk", "last_chunk", "start_s", "end_s", "tier",
         "merged", "rows", "dim", "key", "tokens",
@@ -117,11 +117,11 @@ class MemoryFile:
     # -- reading ---------------------------------------------------------------------------
 
     def latest(self) -> SessionInfo | None:
-        """The most recently saved session, or None in an empty file."""
+        """The most recently saved session that has not ended (``end``), or None."""
         with self._tx() as db:
             row = db.execute(
                 "SELECT id, started_at, updated_at, last_chunk FROM session "
-                "ORDER BY updated_at DESC, rowid DESC LIMIT 1"
+                "WHERE ended_at IS NULL ORDER BY updated_at DESC, rowid DESC LIMIT 1"
             ).fetchone()
         return SessionInfo(row[0], row[1], row[2], row[3]) if row else None
 
@@ -173,6 +173,12 @@ class MemoryFile:
                 f"INSERT OR REPLACE INTO entry ({_ENTRY_COLUMNS}) VALUES ({marks})", rows
             )
             db.executemany("DELETE FROM entry WHERE session = ? AND id = ?", gone)
+
+    def end(self, session_id: str, now: float | None = None) -> None:
+        """Mark the session ended: kept (``keep_after_session``), but never continued."""
+        now = time.time() if now is None else now
+        with self._tx(write=True) as db:
+            db.execute("UPDATE session SET ended_at = ? WHERE id = ?", (now, session_id))
 
     def wipe(self, session_id: str | None = None) -> int:
         """Delete one session (its entries and its row), or every session; return how many

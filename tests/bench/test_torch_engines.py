@@ -138,6 +138,20 @@ def test_flow_two_chunks_and_final_draw_the_same_noise(
     close(t.step(codes[:, :25], ours), e.step(codes[:, :25], ref))
 
 
+def test_flow_past_its_cache_makes_room_like_the_engines(
+    engines: Engines, torch_engines: TorchEngines
+) -> None:
+    e, t = engines.flow, torch_engines.flow
+    s = engines.manifest.schedule
+    capacity = 2 * s.speech_tokens + 5
+    codes = np.random.default_rng(6).integers(0, s.speech_codebook, (1, 6 * s.speech_tokens))
+    ours, ref = t.new_state(seed=3, max_tokens=capacity), e.new_state(seed=3, max_tokens=capacity)
+    for i in range(6):
+        part = codes[:, i * s.speech_tokens : (i + 1) * s.speech_tokens]
+        close(t.step(part, ours), e.step(part, ref))
+        assert ours.emitted_tokens == ref.emitted_tokens <= capacity
+
+
 def test_vocoder_two_chunks(engines: Engines, torch_engines: TorchEngines) -> None:
     bins = engines.flow.mel_bins
     rng = np.random.default_rng(5)

@@ -13,14 +13,16 @@ import logging
 import stat
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import TinyExport
 from support.frontend import chunk_record, config
 
 from venus.bench.long_video import LongVideo, make_long_video
 from venus.bench.memory import QuietAudio, _Discard
-from venus.daemon.config.schema import VenusConfig
+from venus.daemon.config.schema import MemoryConfig, VenusConfig
 from venus.daemon.frontend.clock import OfflineClock
+from venus.daemon.frontend.memory import SessionMemory
 from venus.daemon.frontend.session import Frontend, open_frontend
 from venus.daemon.frontend.stream import ContextChunks
 from venus.daemon.frontend.timeline import ChunkRecord, MemoryRecord, RecallRecord
@@ -52,11 +54,16 @@ def memory_cfg(engines: Path, journal: Path, **memory: object) -> VenusConfig:
     return dataclasses.replace(cfg, harness=harness, memory=mem, model=model)
 
 
-def frontend(cfg: VenusConfig, engines: Engines, records: list[ChunkRecord]) -> Frontend:
+def frontend(
+    cfg: VenusConfig, engines: Engines, records: list[ChunkRecord], resume: bool = True
+) -> Frontend:
+    """A frontend as the live daemon opens one (``resume``), on the offline clock."""
     s = engines.manifest.schedule
     track = _Discard(s.sample_rate_out)
     clock = OfflineClock(track, s.sample_rate_out)
-    return open_frontend(cfg, engines, track, clock, records.append, keep_records=False)
+    return open_frontend(
+        cfg, engines, track, clock, records.append, keep_records=False, resume=resume
+    )
 
 
 def run(f: Frontend, video: LongVideo, seconds: int, start: int = 0) -> None:
@@ -75,6 +82,8 @@ def test_context_chunks_follow_evictions() -> None:
     assert chunks.oldest(99) == 3 and len(chunks) == 3
     chunks.add(6, 40)  # the next chunk after: 40 tokens are held now
     chunks.evicted(first=5, dropped=11)  # tokens 5..15 go (chunk 3 began at 10)
+    assert chunks.oldest(99) == 4
+    chunks.evicted(first=5, dropped=0)  # nothing dropped: the chunks at the sinks stay
     assert chunks.oldest(99) == 4
     chunks.evicted(first=5, dropped=100)
     assert chunks.oldest(99) == 99 and len(chunks) == 0
@@ -165,6 +174,77 @@ def test_a_late_restart_starts_a_new_session_and_wipes_the_old_unless_kept(
         with MemoryFile(tmp_path / "memory.sqlite3") as file:
             assert (len(file.load(old)) > 0) == keep
             file.wipe()
+
+
+def test_an_offline_run_never_continues_or_wipes_the_live_session(
+    engines: Engines, video: LongVideo, tmp_path: Path
+) -> None:
+    cfg = memory_cfg(engines.root, tmp_path / "journal.sqlite3", persist=True)
+    live = frontend(cfg, engines, [])
+    session = live.stream.session_id
+    run(live, video, 12)
+    live.close()  # the daemon stopped a moment ago: its session may continue
+    offline = frontend(cfg, engines, [], resume=False)  # venus run --offline, an eval
+    assert offline.stream.session_id != session
+    assert offline.stream.memory is not None and len(offline.stream.memory.store) == 0
+    run(offline, video, 12)
+    offline.close(end_session=True)
+    with MemoryFile(tmp_path / "memory.sqlite3") as file:
+        latest = file.latest()
+        assert latest is not None and latest.id == session and len(file.load(session)) > 0
+
+
+def test_a_kept_ended_session_is_never_continued(
+    engines: Engines, video: LongVideo, tmp_path: Path
+) -> None:
+    cfg = memory_cfg(
+        engines.root, tmp_path / "journal.sqlite3", persist=True, keep_after_session=True
+    )
+    f = frontend(cfg, engines, [])
+    old = f.stream.session_id
+    run(f, video, 13)  # 13: three chunks after the last flush, saved when it ends
+    f.close(end_session=True)
+    with MemoryFile(tmp_path / "memory.sqlite3") as file:
+        assert file.latest() is None  # ended
+        kept = file.sessions()
+        assert [(info.id, info.last_chunk) for info, _, _ in kept] == [(old, 12)]
+    again = frontend(cfg, engines, [])
+    assert again.stream.session_id != old
+    again.close()
+
+
+def test_bad_embeddings_skip_the_memory_not_the_chunk(
+    engines: Engines, video: LongVideo, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = SessionMemory.open(MemoryConfig(recall=2), tmp_path / "j.sqlite3", width=64)
+    assert memory is not None
+    memory.begin("s")
+    rng = np.random.default_rng(0)
+    for k in range(5):
+        memory.step(k, float(k), k + 1.0, {"audio": rng.standard_normal((10, 64))}, 0)
+    nan = np.full((10, 64), np.nan)
+    with caplog.at_level(logging.WARNING):
+        assert memory.step(5, 5.0, 6.0, {"audio": nan}, 3) == []
+    assert "not kept" in caplog.text and len(memory.store) == 5
+    assert memory.step(6, 6.0, 7.0, {"audio": rng.standard_normal((10, 32))}, 6) == []
+
+
+def test_a_restart_on_engines_of_another_width_starts_afresh(
+    engines: Engines, video: LongVideo, tmp_path: Path
+) -> None:
+    config = MemoryConfig(persist=True)
+    first = SessionMemory.open(config, tmp_path / "j.sqlite3", width=32)
+    assert first is not None
+    first.begin("narrow", resume=True)
+    first.step(0, 0.0, 1.0, {"audio": np.ones((10, 32))}, 0)
+    first.close(end_session=False)
+    second = SessionMemory.open(config, tmp_path / "j.sqlite3", width=64)
+    assert second is not None
+    assert second.begin("wide", resume=True) == "wide"  # not "narrow": it cannot continue
+    assert len(second.store) == 0
+    second.close(end_session=True)
+    with MemoryFile(tmp_path / "memory.sqlite3") as file:
+        assert file.load("narrow") == []  # that session ended: wiped
 
 
 def test_a_new_session_after_a_failed_chunk_forgets_the_old_one(
