@@ -194,6 +194,10 @@ class SessionMemory:
             except ValueError as e:  # NaN from an engine, a width the store does not hold
                 log.warning("memory: chunk %d's %s embeddings not kept: %s", n, kind, e)
                 continue
+            for gone, kept in self.store.absorbed.items():  # a recalled entry merged away:
+                if gone in self.recalled:  # the entry it went into is in the context too
+                    at_chunk = self.recalled.pop(gone)
+                    self.recalled[kept] = max(self.recalled.get(kept, at_chunk), at_chunk)
             if _usable(keys[kind], self.width):
                 self.recent[kind].append((n, keys[kind]))
         self._last_chunk = n

@@ -171,6 +171,11 @@ class MemoryStore:
             held = self._absorbed[held]
         return self._entries[held]
 
+    @property
+    def absorbed(self) -> dict[int, int]:
+        """The ids the last ``add`` merged away -> the id each went into (a copy)."""
+        return dict(self._absorbed)
+
     def _fold(self, kind: str, chunk: int, end_s: float, x: F32, key: F32) -> Entry | None:
         """Fold the chunk into the newest entry of its kind when that is its near-duplicate
         predecessor still in tier 0; the folded entry, or None."""

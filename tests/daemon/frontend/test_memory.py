@@ -319,3 +319,29 @@ def test_metrics_report_the_store_and_what_it_recalled() -> None:
     assert "venus_memory_entries 40.0" in text
     assert 'venus_memory_recalled_total{kind="vision"} 1.0' in text
     assert 'venus_chunk_stage_seconds_count{stage="memory"} 1.0' in text
+
+
+def test_a_recalled_entry_merged_away_passes_its_place_in_the_context_on() -> None:
+    """The entry a recalled one merged into holds the same content: it must stay out of
+    the search for as long as the recalled tokens are in the context."""
+    entry = 1 * 8 * 2 + 8 * 4 + 96  # one float16 row and a float32 key at width 8
+    config = MemoryConfig(
+        budget_mb=(4 * entry + 50) / 2**20,  # room for four entries
+        tier_tokens=(1,),
+        tier_shares=(1.0,),
+        merge_similarity=1.0,
+        recall=1,
+        min_similarity=-1.0,
+    )
+    memory = SessionMemory.open(config, Path("unused"), width=8)
+    assert memory is not None
+    memory.begin("s")
+    e = np.eye(8)
+    a, b = e[0], (e[0] + 0.3 * e[1]) / np.linalg.norm(e[0] + 0.3 * e[1])
+    for k, v in enumerate((a, b, e[2], e[3])):
+        memory.step(k, float(k), k + 1.0, {"vision": v[None]}, k)
+    ids = [x.id for x in memory.store.entries()]
+    found = memory.step(4, 4.0, 5.0, {"vision": e[1][None]}, 4)  # most like b; a 5th entry
+    assert [r.entry.id for r in found] == [ids[1]]  # b was recalled ...
+    assert memory.store.get(ids[1]) is None  # ... then merged into a to make room
+    assert memory.recalled == {ids[0]: 4}

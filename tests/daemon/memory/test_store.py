@@ -219,6 +219,7 @@ def test_last_tier_merges_the_most_similar_adjacent_pair_of_a_kind() -> None:
     assert kept is not None and store.get(v3.id) is None
     assert (kept.first_chunk, kept.last_chunk, kept.start_s, kept.end_s) == (2, 4, 2.0, 5.0)
     assert kept.merged == 2
+    assert store.absorbed == {v3.id: v2.id}  # what the last add merged away, and into what
     np.testing.assert_allclose(kept.key, unit(unit(b) + b_like), atol=1e-6)
     close16(kept.tokens[0], (b * 3 + b_like * 3) / 2)
     check_budget(store)
