@@ -1,8 +1,8 @@
 """``venus doctor``: check this machine for the daemon, and say what to fix.
 
 Checks, in order: the configuration file, the audio devices, one second from the
-microphone, the camera, ONNX Runtime's providers, the GPU, the broker and the engine
-directory. Each is a function returning a frozen ``Check`` (``doctor_checks``,
+microphone, the camera, ONNX Runtime's providers, the GPU, the broker, the engine
+directory and the memory file. Each is a function returning a frozen ``Check`` (``doctor_checks``,
 ``doctor_devices``, ``doctor_broker``); here they run one after another, each on its own
 thread with a deadline, so a device that hangs costs its timeout and the command still
 ends in seconds. Output is an aligned table, the audio devices, and a verdict with the
@@ -27,7 +27,13 @@ from venus import __version__
 from venus.daemon.cli import config_path, load_for_command
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.doctor_broker import check_broker
-from venus.daemon.doctor_checks import Check, check_engines, check_gpu, check_providers
+from venus.daemon.doctor_checks import (
+    Check,
+    check_engines,
+    check_gpu,
+    check_memory,
+    check_providers,
+)
 from venus.daemon.doctor_devices import check_audio_devices, check_camera, check_microphone
 from venus.errors import ConfigError
 from venus.logs import setup_logging
@@ -92,6 +98,12 @@ def plan(cfg: VenusConfig, hashes: bool = False) -> list[Planned]:
             ENGINES_HASH_TIMEOUT_S if hashes else 15.0,
             lambda: check_engines(cfg.model, hashes),
             "the engine directory is slow to read (network mount?); try --hashes later",
+        ),
+        Planned(
+            "memory",
+            12.0,
+            lambda: check_memory(cfg.memory, cfg.harness.journal),
+            "the memory file is locked: stop `venus memory wipe` or check the disk",
         ),
     ]
 

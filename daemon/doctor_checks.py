@@ -1,4 +1,5 @@
-"""``venus doctor``'s result type and system checks: ONNX Runtime providers, GPU, engines.
+"""``venus doctor``'s result type and system checks: ONNX Runtime providers, GPU, engines,
+the memory file.
 
 Each check is a small function returning a frozen :class:`Check`; it catches what its
 part can throw and reports it (status, one-line summary, details, and the fix). The
@@ -8,6 +9,7 @@ timeouts and output in ``doctor``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -15,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from venus.daemon.config.schema import ModelConfig, Provider
-from venus.errors import EngineError
+from venus.daemon.config.schema import MemoryConfig, ModelConfig, Provider
+from venus.errors import EngineError, MemoryStoreError
 
 Status = Literal["ok", "warn", "fail", "skipped"]
 
@@ -220,3 +222,55 @@ def check_engines(model: ModelConfig, hashes: bool = False) -> Check:
             fix=f'set model.frontend = "auto" (or "{manifest.frontend}")',
         )
     return Check("engines", "ok", summary, details)
+
+
+def check_memory(memory: MemoryConfig, journal: Path) -> Check:
+    """The long-session memory file (``[memory] persist``): readable, private. Never
+    creates it: a missing file is fine (written at the first save) if its folder is."""
+    from venus.daemon.memory.cli import MEMORY_FILE
+    from venus.daemon.memory.persist import MemoryFile
+
+    if not memory.enabled:
+        return Check("memory", "ok", "off (memory.enabled = false)")
+    if not memory.persist:
+        return Check("memory", "ok", f"in RAM only, {memory.budget_mb:g} MiB (persist = false)")
+    path = memory.path or journal.parent / MEMORY_FILE
+    details: dict[str, Any] = {"path": str(path)}
+    if not path.exists():
+        folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+        if folder is None or not os.access(folder, os.W_OK | os.X_OK):
+            return Check(
+                "memory",
+                "warn",
+                f"{path} does not exist and {folder} is not writable",
+                details,
+                fix=f"create {path.parent} writable by the daemon's user, or set memory.path",
+            )
+        return Check("memory", "ok", f"no file yet at {path} (written at the first save)", details)
+    try:
+        with MemoryFile(path) as file:
+            sessions = file.sessions()
+    except MemoryStoreError as e:
+        return Check(
+            "memory",
+            "fail",
+            f"{path} cannot be read",
+            {**details, "error": str(e)},
+            fix="move it aside, or delete it: `venus memory wipe --file-gone` (the daemon "
+            "runs without persistence until then)",
+        )
+    details["sessions"] = [
+        {"id": info.id, "entries": count, "bytes": size, "ended": info.ended_at is not None}
+        for info, count, size in sessions
+    ]
+    summary = f"{path}: {len(sessions)} session(s), {path.stat().st_size} bytes"
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        return Check(
+            "memory",
+            "warn",
+            f"{summary}; readable by others (mode {mode:o})",
+            details,
+            fix=f"chmod 600 {path} (it holds embeddings of what the camera saw)",
+        )
+    return Check("memory", "ok", summary, details)

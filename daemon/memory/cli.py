@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     now = time.time()
     lines = [f"{'SESSION':<34} {'ENTRIES':>8} {'BYTES':>10} {'CHUNKS':>7}  LAST SAVED"]
     for info, count, size in sessions:
-        ago = _ago(now - info.updated_at)
+        ago = _ago(now - info.updated_at) + (", ended" if info.ended_at is not None else "")
         lines.append(f"{info.id:<34} {count:>8} {size:>10} {info.last_chunk + 1:>7}  {ago}")
     if not sessions:
         lines.append("(no sessions)")

@@ -66,6 +66,7 @@ class SessionInfo:
     started_at: float  # time.time() of its first save
     updated_at: float  # ... and of its last
     last_chunk: int  # the chunk its last save was made at
+    ended_at: float | None = None  # time.time() it ended (kept by keep_after_session)
 
 
 class MemoryFile:
@@ -129,12 +130,12 @@ class MemoryFile:
         """Every session, most recent first, with its entry count and stored bytes."""
         with self._tx() as db:
             rows = db.execute(
-                "SELECT s.id, s.started_at, s.updated_at, s.last_chunk, COUNT(e.id), "
-                "COALESCE(SUM(LENGTH(e.key) + LENGTH(e.tokens)), 0) FROM session s "
+                "SELECT s.id, s.started_at, s.updated_at, s.last_chunk, s.ended_at, "
+                "COUNT(e.id), COALESCE(SUM(LENGTH(e.key) + LENGTH(e.tokens)), 0) FROM session s "
                 "LEFT JOIN entry e ON e.session = s.id GROUP BY s.id "
                 "ORDER BY s.updated_at DESC, s.rowid DESC"
             ).fetchall()
-        return [(SessionInfo(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
+        return [(SessionInfo(r[0], r[1], r[2], r[3], r[4]), r[5], r[6]) for r in rows]
 
     def load(self, session_id: str) -> list[Entry]:
         """The session's entries, oldest first (none for an unknown session)."""

@@ -75,8 +75,10 @@ def test_doctor_reports_this_machine(
         "gpu",
         "broker",
         "engines",
+        "memory",
     ]
     assert checks["config"]["status"] == "ok"
+    assert checks["memory"]["status"] == "ok"  # in RAM only: persist is off by default
     audio = checks["audio"]
     assert audio["status"] == "ok", audio
     names = {d["name"] for d in audio["details"]["devices"]}
@@ -165,7 +167,7 @@ def test_an_invalid_config_fails_and_the_rest_still_runs(
     assert checks["config"]["status"] == "fail"
     assert "audio.sample_rte" in checks["config"]["details"]["error"]
     assert "venus config check" in checks["config"]["fix"]
-    assert len(checks) == 8
+    assert len(checks) == 9
 
 
 def test_a_tone_played_into_the_sink_is_heard_at_its_level(

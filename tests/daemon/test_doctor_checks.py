@@ -182,3 +182,35 @@ def test_gpu_check_reads_nvidia_smi(
     cap = ", compute 9.0" if knows_compute_cap else ""
     assert check.summary == f"NVIDIA H200, 143771 MiB, driver 580.159.04{cap}"
     assert check.details["gpus"][0]["name"] == "NVIDIA H200"
+
+
+def test_memory_check_reads_the_file_and_never_creates_it(tmp_path: Path) -> None:
+    from venus.daemon.config.schema import MemoryConfig
+    from venus.daemon.doctor_checks import check_memory
+    from venus.daemon.memory.persist import MemoryFile
+    from venus.daemon.memory.store import MemorySettings, MemoryStore
+
+    journal = tmp_path / "state" / "journal.sqlite3"
+
+    def memory(**keys: object) -> MemoryConfig:
+        return parse_config({"memory": keys}).memory
+
+    assert check_memory(memory(enabled=False), journal).status == "ok"
+    assert "in RAM only" in check_memory(memory(), journal).summary
+    path = tmp_path / "state" / "memory.sqlite3"
+    missing = check_memory(memory(persist=True), journal)
+    assert missing.status == "ok" and "no file yet" in missing.summary and not path.exists()
+    (tmp_path / "state").mkdir()
+    store = MemoryStore(MemorySettings(budget_bytes=1 << 20))
+    store.add("vision", 0, 0.0, 1.0, np.ones((2, 4)))
+    with MemoryFile(path) as file:
+        file.save("s1", *store.take_changes(), last_chunk=0)
+    found = check_memory(memory(persist=True), journal)
+    assert found.status == "ok" and "1 session(s)" in found.summary
+    assert found.details["sessions"] == [{"id": "s1", "entries": 1, "bytes": 32, "ended": False}]
+    path.chmod(0o644)
+    assert check_memory(memory(persist=True), journal).status == "warn"
+    path.write_bytes(b"not sqlite" * 50)
+    broken = check_memory(memory(persist=True), journal)
+    assert broken.status == "fail" and "--file-gone" in broken.fix
+    assert path.read_bytes() == b"not sqlite" * 50
