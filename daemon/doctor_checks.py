@@ -227,14 +227,13 @@ def check_engines(model: ModelConfig, hashes: bool = False) -> Check:
 def check_memory(memory: MemoryConfig, journal: Path) -> Check:
     """The long-session memory file (``[memory] persist``): readable, private. Never
     creates it: a missing file is fine (written at the first save) if its folder is."""
-    from venus.daemon.memory.cli import MEMORY_FILE
-    from venus.daemon.memory.persist import MemoryFile
+    from venus.daemon.memory.persist import MemoryFile, memory_path
 
     if not memory.enabled:
         return Check("memory", "ok", "off (memory.enabled = false)")
     if not memory.persist:
         return Check("memory", "ok", f"in RAM only, {memory.budget_mb:g} MiB (persist = false)")
-    path = memory.path or journal.parent / MEMORY_FILE
+    path = memory_path(memory.path, journal)
     details: dict[str, Any] = {"path": str(path)}
     if not path.exists():
         folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)

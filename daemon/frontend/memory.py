@@ -41,9 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from venus.daemon.config.schema import MemoryConfig
-from venus.daemon.memory.cli import MEMORY_FILE
-from venus.daemon.memory.persist import MemoryFile
-from venus.daemon.memory.store import Entry, MemorySettings, MemoryStore
+from venus.daemon.memory.persist import MemoryFile, memory_path
+from venus.daemon.memory.store import Entry, MemorySettings, MemoryStore, chunk_key
 from venus.errors import MemoryStoreError
 
 log = logging.getLogger(__name__)
@@ -87,9 +86,8 @@ class SessionMemory:
         store = MemoryStore(settings_of(config))
         memory = cls(config, store, width=width)
         if config.persist:
-            path = config.path or journal.parent / MEMORY_FILE
             try:
-                memory.file = MemoryFile(path)
+                memory.file = MemoryFile(memory_path(config.path, journal))
             except MemoryStoreError as e:
                 log.error("memory: %s; running without persistence", e)
         return memory
@@ -161,7 +159,7 @@ class SessionMemory:
         for entry_id in [i for i, c in self.recalled.items() if c < before]:
             del self.recalled[entry_id]  # its memory tokens were evicted: may come back
         found: list[Recalled] = []
-        keys = {kind: unit_mean(_rows(tokens)) for kind, tokens in inputs.items()}
+        keys = {kind: chunk_key(_rows(tokens)) for kind, tokens in inputs.items()}
         for kind, key in keys.items():
             recent = self.recent.setdefault(kind, deque())
             while recent and recent[0][0] < before:
@@ -264,17 +262,12 @@ def settings_of(config: MemoryConfig) -> MemorySettings:
     )
 
 
-def unit_mean(tokens: NDArray[Any]) -> NDArray[np.float32]:
-    """The L2-normalised mean of tokens [n, d]: a chunk's key, as the store computes it."""
-    mean = tokens.astype(np.float32).mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    out: NDArray[np.float32] = mean / norm if norm > 0 else mean
-    return out
-
-
 def _usable(key: NDArray[np.float32], width: int | None) -> bool:
-    """A key the store can be searched with: finite, and of the engines' width."""
-    return bool(np.isfinite(key).all()) and (width is None or key.shape[0] == width)
+    """A key the store can be searched with: of the engines' width, and finite and not
+    zero (``chunk_key`` of tokens with a NaN, or of silence from a dead encoder, is zero)."""
+    if width is not None and key.shape[0] != width:
+        return False
+    return bool(np.isfinite(key).all() and key.any())
 
 
 def _rows(tokens: NDArray[Any]) -> NDArray[Any]:

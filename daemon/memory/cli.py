@@ -17,8 +17,6 @@ from typing import Any
 
 from venus.errors import MemoryStoreError
 
-MEMORY_FILE = "memory.sqlite3"  # beside the journal unless [memory] path says otherwise
-
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     memory = commands.add_parser(
@@ -94,12 +92,13 @@ def run(args: argparse.Namespace) -> int:
 def configured_file(args: argparse.Namespace) -> Path:
     """``[memory] path``, else ``memory.sqlite3`` beside ``[harness] journal``."""
     from venus.daemon.cli import config_path, load_for_command
-    from venus.daemon.config.schema import HarnessConfig, MemoryConfig
+    from venus.daemon.config.schema import VenusConfig
+    from venus.daemon.memory.persist import memory_path
 
-    if not config_path(args).exists() and not getattr(args, "config", None):
-        return MemoryConfig().path or HarnessConfig().journal.parent / MEMORY_FILE
-    cfg = load_for_command(args)
-    return cfg.memory.path or cfg.harness.journal.parent / MEMORY_FILE
+    cfg = VenusConfig()
+    if config_path(args).exists() or getattr(args, "config", None):
+        cfg = load_for_command(args)
+    return memory_path(cfg.memory.path, cfg.harness.journal)
 
 
 def _with_logs(path: Path) -> list[Path]:

@@ -33,6 +33,7 @@ from venus.errors import MemoryStoreError
 
 log = logging.getLogger(__name__)
 
+MEMORY_FILE = "memory.sqlite3"  # beside the journal unless [memory] path says otherwise
 SCHEMA_VERSION = 1  # meta.schema_version of the files this code writes
 BUSY_TIMEOUT_MS = 10_000  # how long a call waits for another process's write lock
 
@@ -58,6 +59,11 @@ _COLUMNS = {
 _ENTRY_COLUMNS = ", ".join(_COLUMNS["entry"])
 _KEY_DTYPE = np.dtype("<f4")
 _TOKEN_DTYPE = np.dtype("<f2")
+
+
+def memory_path(configured: Path | None, journal: Path) -> Path:
+    """Where the memory file is: ``[memory] path``, else beside ``[harness] journal``."""
+    return configured or journal.parent / MEMORY_FILE
 
 
 @dataclass(frozen=True)

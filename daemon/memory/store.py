@@ -148,7 +148,7 @@ class MemoryStore:
                 f"memory {kind} tokens of chunk {chunk}: width {x.shape[1]}, but this store "
                 f"holds {kind} entries of width {index.dim}; one encoder per kind"
             )
-        key = _readonly(_unit(x.mean(axis=0)))
+        key = _readonly(chunk_key(x))
         folded = self._fold(kind, chunk, end_s, x, key)
         if folded is not None:
             return folded
@@ -425,6 +425,12 @@ def _pool(x: F32, rows: int) -> F32:
     sums: F32 = np.add.reduceat(x, starts, axis=0)
     means: F32 = (sums / sizes[:, None]).astype(np.float32)
     return means
+
+
+def chunk_key(tokens: NDArray[np.floating[Any]]) -> F32:
+    """A chunk's key: the unit-length mean of its tokens [n, d] (what ``add`` stores and
+    ``search`` compares)."""
+    return _unit(np.asarray(tokens, np.float32).mean(axis=0))
 
 
 def _unit(v: F32) -> F32:

@@ -216,7 +216,8 @@ def test_a_kept_ended_session_is_never_continued(
 def test_bad_embeddings_skip_the_memory_not_the_chunk(
     engines: Engines, video: LongVideo, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    memory = SessionMemory.open(MemoryConfig(recall=2), tmp_path / "j.sqlite3", width=64)
+    config = MemoryConfig(recall=2, min_similarity=-1.0)  # anything usable would come back
+    memory = SessionMemory.open(config, tmp_path / "j.sqlite3", width=64)
     assert memory is not None
     memory.begin("s")
     rng = np.random.default_rng(0)
