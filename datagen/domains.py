@@ -290,7 +290,11 @@ QUESTIONS = (
 
 def _reason(rng: np.random.Generator, which: int = -1) -> Request:
     about, answer = QUESTIONS[which if which >= 0 else int(rng.integers(len(QUESTIONS)))]
-    asks = ("Can you explain {q}?", "I'd like to know {q}.", "Tell me {q}.")
+    # The cue to hand a question on is heard in more than one word ("think it through",
+    # "take your time", "have a good think"): the questions answered at once (LONG, PLAIN)
+    # never use them, so the choice does not rest on the topic word alone.
+    asks = ("Think it through and explain {q}.", "Take your time and work out {q}.",
+            "Have a good think about {q} for me.")  # fmt: skip
     return Request(
         "reason",
         {"question": f"Explain {about}, briefly."},
@@ -307,7 +311,7 @@ def _reason(rng: np.random.Generator, which: int = -1) -> Request:
 def _revise_reason(rng: np.random.Generator, old: Request) -> Request:
     was = str(old.arguments["question"])
     k = pick(rng, [i for i, (q, _) in enumerate(QUESTIONS) if q not in was])
-    return replace(_reason(rng, k), ask=f"Actually, tell me {QUESTIONS[k][0]} instead.")
+    return replace(_reason(rng, k), ask=f"Actually, think through {QUESTIONS[k][0]} instead.")
 
 
 EVENTS = ("team meeting", "dentist", "lunch with Sam", "yoga class", "call with the bank")

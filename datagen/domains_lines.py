@@ -24,7 +24,7 @@ LONG = (
     ("How do bees make honey?", "Bees collect nectar from flowers and carry it back to the "
      "hive. There they pass it from bee to bee and fan it with their wings until most of "
      "the water is gone. Then they seal it in wax cells to keep it for the winter."),
-    ("Can you explain how a rainbow forms?", "A rainbow forms when sunlight shines through "
+    ("How does a rainbow form?", "A rainbow forms when sunlight shines through "
      "raindrops. Each drop bends the light and splits it into its colours, and reflects it "
      "back towards you. That is why you only see one with the sun behind you."),
     ("What should I know about growing tomatoes?", "Tomatoes need a lot of sun, at least six "

@@ -21,7 +21,14 @@ from venus.export.model.venus import VenusModel
 from venus.train.data import Example
 from venus.train.heard import Heard, HeardResult, ListenHead, heard_loss, shifted
 from venus.train.layout import AUDIO, IGNORE, VISION
-from venus.train.speech_batch import SpeechBatch, reply_rows, speech_batch, speech_loss
+from venus.train.speech_batch import (
+    SpeechBatch,
+    closed_loop_right,
+    reply_rows,
+    scheduled,
+    speech_batch,
+    speech_loss,
+)
 
 __all__ = ["Batch", "Losses", "collate", "forward_losses"]
 
@@ -76,6 +83,7 @@ class Losses:
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
+    speech_closed_right: int = 0  # right with its own units fed back (``closed_loop``)
     heard: HeardResult | None = None  # the listening loss (with a ListenHead)
 
 
@@ -172,13 +180,20 @@ def forward_losses(
     listen: ListenHead | None = None,
     ctc_weight: float = 0.0,
     reply_weight: float = 1.0,
+    *,
+    speech_sampling: float = 0.0,
+    generator: torch.Generator | None = None,
+    closed_loop: bool = False,
 ) -> Losses:
     """Teacher-forced logits and the losses (module doc). With speech rows in the batch,
     also the speech decoder's loss, on the backbone's hidden states (detached unless
     ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
     course count ``turn_weight`` times in the decision loss. With ``listen``, the
     listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
-    targets of a reply's first chunk (``opening``) count ``reply_weight`` times."""
+    targets of a reply's first chunk (``opening``) count ``reply_weight`` times. The
+    speech decoder is fed its own units for ``speech_sampling`` of the data's (drawn with
+    ``generator``; ``speech_batch.scheduled``); ``closed_loop`` also counts its units right
+    when it is fed only its own (``speech_closed_right``, for validation)."""
     bb = model.backbone
     emb, frames = _embed(model, batch)
     b, length = batch.ids.shape
@@ -201,11 +216,15 @@ def forward_losses(
     text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight)
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
-    speech = None
+    speech, closed = None, 0
     if batch.speech is not None:
         cond = hidden if speech_grad else hidden.detach()
-        speech = speech_loss(model.speech_decoder, cond, batch.speech)
+        decoder = model.speech_decoder
+        rows = scheduled(decoder, cond.detach(), batch.speech, speech_sampling, generator)
+        speech = speech_loss(decoder, cond, rows)
         total = total + speech_weight * speech.loss
+        if closed_loop:
+            closed = closed_loop_right(decoder, cond, batch.speech)
     heard = None
     if listen is not None:
         per_chunk = model.audio_encoder.frames_per_chunk
@@ -232,5 +251,6 @@ def forward_losses(
         speech=None if speech is None else speech.loss.detach(),
         speech_tokens=0 if speech is None else speech.tokens,
         speech_right=0 if speech is None else speech.right,
+        speech_closed_right=closed,
         heard=heard,
     )

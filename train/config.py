@@ -24,6 +24,7 @@ key or a bad value is an error naming it.
     crop = 0.5               # share of examples cut to start mid-conversation
     speech_weight = 1.0      # the speech decoder's loss (with --voice) beside the others
     speech_grad = false      # whether the speech loss also trains the backbone
+    speech_sampling = 0.0    # share of fed units replaced by the decoder's own (ramped)
     ctc_weight = 0.0         # the listening loss (CTC over the user's words, heard.py)
     checkpoint_every = 200   # steps between resumable states (and a validation pass)
     threads = 0              # torch threads (0: one per CPU)
@@ -63,6 +64,7 @@ class TrainConfig:
     crop: float = 0.5
     speech_weight: float = 1.0
     speech_grad: bool = False
+    speech_sampling: float = 0.0
     ctc_weight: float = 0.0
     checkpoint_every: int = 200
     threads: int = 0
@@ -79,7 +81,7 @@ SECTION_OF = {
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
                             "weight_decay", "decision_weight", "turn_weight", "reply_weight",
                             "max_text_tokens", "crop", "speech_weight", "speech_grad",
-                            "ctc_weight", "checkpoint_every", "threads")},
+                            "speech_sampling", "ctc_weight", "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
 
@@ -120,6 +122,7 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
         (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
         (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),
+        (0.0 <= cfg.speech_sampling <= 1.0, "train.speech_sampling must be in [0, 1]"),
         (cfg.ctc_weight >= 0, "train.ctc_weight must be >= 0"),
         (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
         (cfg.threads >= 0, "train.threads must be >= 0"),

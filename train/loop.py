@@ -92,6 +92,20 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
     return FINAL_LR + (1 - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def _sampling(step: int, cfg: TrainConfig) -> float:
+    """Scheduled sampling's share at ``step``: from 0 linearly to ``speech_sampling`` at
+    half the run, then held (the decoder first learns from the data's units alone)."""
+    return cfg.speech_sampling * min(1.0, step / max(1, cfg.steps // 2))
+
+
+def _draws(step: int, cfg: TrainConfig, device: torch.device) -> torch.Generator | None:
+    """The random draws of ``step`` (scheduled sampling): seeded by the run and the step,
+    so a resumed run draws what an uninterrupted one would."""
+    if not cfg.speech_sampling:
+        return None
+    return torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + step)
+
+
 def _batch_indices(step: int, n: int, size: int, seed: int) -> list[int]:
     """Step ``step``'s examples: epoch-wise seeded permutations, the same on a resume."""
     out: list[int] = []
@@ -294,7 +308,8 @@ def train(
             losses = forward_losses(model, batch, run.control, cfg.decision_weight,
                                     cfg.speech_weight, cfg.speech_grad,
                                     cfg.turn_weight, listen, cfg.ctc_weight,
-                                    cfg.reply_weight)  # fmt: skip
+                                    cfg.reply_weight, speech_sampling=_sampling(step, cfg),
+                                    generator=_draws(step, cfg, where))  # fmt: skip
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -453,7 +468,8 @@ def plot_history(history: Path, png: Path) -> bool:
     a.set_ylabel("training loss")
     a.legend()
     for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
-                "text_accuracy", "opening_accuracy", "speech_accuracy", "heard_cer"):  # fmt: skip
+                "text_accuracy", "opening_accuracy", "speech_accuracy", "speech_closed_accuracy",
+                "heard_cer"):  # fmt: skip
         have = [r for r in vals if key in r["validation"]]
         if have:
             b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",

@@ -25,7 +25,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, next-text-token accuracy; with ``speech_ids``, the speech
-    decoder's loss and next-unit accuracy; with ``listen``, the listening loss and the
+    decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
+    units, as in the daemon); with ``listen``, the listening loss and the
     character error rate of its greedy transcripts of the user's turns."""
     was = model.training
     device = next(model.parameters()).device
@@ -33,11 +34,11 @@ def evaluate(
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
                           "turns_right", "ctc", "heard", "edits", "chars", "o",
-                          "o_right"), 0.0)  # fmt: skip
+                          "o_right", "s_closed"), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids).to(device)
-            losses = forward_losses(model, batch, control, listen=listen)
+            losses = forward_losses(model, batch, control, listen=listen, closed_loop=True)
             if losses.heard is not None:
                 sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
                 sums["heard"] += losses.heard.turns
@@ -49,6 +50,7 @@ def evaluate(
                 sums["speech"] += float(losses.speech) * losses.speech_tokens
                 sums["s"] += losses.speech_tokens
                 sums["s_right"] += losses.speech_right
+                sums["s_closed"] += losses.speech_closed_right
             sums["decision"] += float(losses.decision) * losses.decisions
             sums["text"] += float(losses.text) * losses.text_tokens
             sums["d"] += losses.decisions
@@ -79,6 +81,7 @@ def evaluate(
         speech |= {
             "speech_loss": ratio(sums["speech"], sums["s"]),
             "speech_accuracy": ratio(sums["s_right"], sums["s"]),
+            "speech_closed_accuracy": ratio(sums["s_closed"], sums["s"]),
             "speech_tokens": sums["s"],
         }
     return speech | {
@@ -97,7 +100,11 @@ def evaluate(
 
 
 def validation_line(step: int, m: dict[str, float]) -> str:
-    speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_loss" in m else ""
+    speech = ""
+    if "speech_loss" in m:
+        speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%"
+        if "speech_closed_accuracy" in m:
+            speech += f" ({100 * m['speech_closed_accuracy']:.1f}% closed loop)"
     if "heard_cer" in m:
         speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
     return (

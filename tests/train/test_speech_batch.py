@@ -9,13 +9,18 @@ import numpy as np
 import torch
 
 from venus.engines.speech import speak_loop
+from venus.export.model.backbone import KVCache
 from venus.export.model.config import SpeechDecoderConfig
 from venus.export.model.speech import SpeechDecoder
 from venus.train.layout import IGNORE
 from venus.train.speech_batch import (
     COND,
     TOKEN,
+    SpeechBatch,
+    closed_loop_choices,
+    closed_loop_right,
     reply_rows,
+    scheduled,
     speech_batch,
     speech_logits,
     speech_loss,
@@ -103,3 +108,117 @@ def test_the_rows_give_the_logits_the_daemon_decodes_with() -> None:
     at = torch.nonzero(batch.labels[0] != IGNORE).flatten()
     assert len(at) == len(seen)
     np.testing.assert_allclose(logits[0, at].numpy(), np.stack(seen), atol=1e-4)
+
+
+def _decoder_and_rows(seed: int = 0) -> tuple[SpeechDecoder, torch.Tensor, SpeechBatch]:
+    """A random decoder, backbone states and a two-reply batch: a whole reply of three
+    chunks (the last ending early) and a reply cut by listen."""
+    torch.manual_seed(seed)
+    cfg = SpeechDecoderConfig(codebook=12, hidden_size=32, layers=2, heads=4, kv_heads=2,
+                              head_dim=8, intermediate_size=64)  # fmt: skip
+    decoder = SpeechDecoder(cfg, cond_dim=16).eval()
+    hidden = torch.randn(1, 40, 16)
+    decisions = ["speak", "speak", "turn_eos", "listen", "speak", "listen"]
+    spoken = [-1] * 40
+    for pos, chunk in ((3, 0), (4, 0), (9, 1), (15, 2), (30, 4)):
+        spoken[pos] = chunk
+    codes = units([1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 0, 0], [0] * 4, [11, 1, 2, 3], [0] * 4)
+    rows = reply_rows(decisions, spoken, codes, cfg.start_token, cfg.end_token)
+    batch = speech_batch([rows])
+    assert batch is not None and len(rows) == 2
+    return decoder, hidden, batch
+
+
+def test_closed_loop_choices_are_what_the_daemons_loop_chooses_fed_its_own_units() -> None:
+    """Row by row and chunk by chunk, the engines' decoding loop (``speak_loop``) with a
+    greedy choice makes the same choices; where it chose ``end`` before the data did, the
+    data's unit goes on (the rule of ``closed_loop_choices``)."""
+    decoder, hidden, batch = _decoder_and_rows()
+    cfg = decoder.cfg
+    choices = closed_loop_choices(decoder, hidden, batch)
+    for r in range(batch.kind.shape[0]):
+        kind, source, labels = (t[r].tolist() for t in (batch.kind, batch.source, batch.labels))
+        cache = decoder.new_cache(1)
+        want: list[int] = []
+        t = 0
+        while t < len(kind) and kind[t]:
+            conds = []
+            while kind[t] == COND:
+                conds.append(source[t])
+                t += 1
+            targets = []
+            while t < len(kind) and kind[t] == TOKEN:
+                targets.append(labels[t])
+                t += 1
+            picked = iter(targets)
+
+            def choose(
+                scores: np.ndarray, picked: Iterator[int] = picked, want: list[int] = want
+            ) -> int:
+                mine = int(np.argmax(np.where(np.arange(len(scores)) == cfg.start_token,
+                                              -np.inf, scores)))  # fmt: skip
+                want.append(mine)
+                data = next(picked, cfg.end_token)
+                return data if mine == cfg.end_token and data != cfg.end_token else mine
+
+            def forward(cond: np.ndarray, ids: np.ndarray, cache: KVCache = cache) -> np.ndarray:
+                x = torch.cat((torch.from_numpy(cond), decoder.embed(torch.from_numpy(ids))), 1)
+                logits, _ = decoder.step(x, cache)
+                return logits.numpy()
+
+            with torch.no_grad():
+                cond = decoder.condition(hidden[:, conds]).numpy()
+                speak_loop(forward, cond, cfg.start_token, cfg.end_token, choose, len(targets))
+        mine = [c for c, label in zip(choices[r].tolist(), labels, strict=True) if label != IGNORE]
+        assert mine[: len(want)] == want
+    right = int(((choices == batch.labels) & (batch.labels != IGNORE)).sum())
+    assert closed_loop_right(decoder, hidden, batch) == right
+
+
+def test_closed_loop_equals_teacher_forcing_only_when_every_choice_is_right() -> None:
+    """A decoder that has learnt the rows scores the same both ways; the same decoder fed
+    one wrong unit by the data would not, so the closed loop measures what it feeds."""
+    decoder, hidden, batch = _decoder_and_rows()
+    optim = torch.optim.Adam(decoder.parameters(), lr=1e-2)
+    decoder.train()
+    for _ in range(200):
+        optim.zero_grad()
+        speech_loss(decoder, hidden, batch).loss.backward()  # type: ignore[no-untyped-call]
+        optim.step()
+    decoder.eval()
+    with torch.no_grad():
+        forced = speech_loss(decoder, hidden, batch)
+    assert forced.right == forced.tokens  # learnt by heart
+    assert closed_loop_right(decoder, hidden, batch) == forced.tokens
+    # a decoder that learnt other units: teacher forcing and the closed loop now part
+    wrong = SpeechBatch(batch.example, batch.kind, batch.source,
+                        torch.where(batch.labels == 2, 3, batch.labels), batch.mask)  # fmt: skip
+    assert closed_loop_right(decoder, hidden, wrong) < forced.tokens
+
+
+def test_scheduled_sampling_feeds_the_decoders_own_previous_choice() -> None:
+    decoder, hidden, batch = _decoder_and_rows()
+    cfg = decoder.cfg
+    assert scheduled(decoder, hidden, batch, 0.0) is batch
+    every = scheduled(decoder, hidden, batch, 1.0, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        own = speech_logits(decoder, hidden, batch)
+    own[..., cfg.start_token] = float("-inf")
+    before = own.argmax(-1)
+    fed_unit = (batch.kind == TOKEN) & (batch.source != cfg.start_token)
+    for r, t in zip(*torch.nonzero(batch.kind != 0, as_tuple=True), strict=True):
+        got, was = int(every.source[r, t]), int(batch.source[r, t])
+        if fed_unit[r, t] and int(before[r, t - 1]) != cfg.end_token:
+            assert got == int(before[r, t - 1])
+        else:
+            assert got == was  # conditions, start and an end choice are left
+    assert torch.equal(every.labels, batch.labels) and torch.equal(every.kind, batch.kind)
+    assert bool((every.source != batch.source).any())  # a random decoder errs somewhere
+    # a share draws a subset, the same for the same seed
+    half = [scheduled(decoder, hidden, batch, 0.5, torch.Generator().manual_seed(s)).source
+            for s in (3, 3, 4)]  # fmt: skip
+    assert torch.equal(half[0], half[1])
+    changed = half[0] != batch.source
+    assert bool((changed <= (every.source != batch.source)).all())
+    assert 0 < int(changed.sum()) < int((every.source != batch.source).sum())
+    assert not torch.equal(half[0], half[2])

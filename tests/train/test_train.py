@@ -28,6 +28,7 @@ from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
         ({"model": {"preset": "venus-9b"}}, r"model\.preset must be one of tiny, tiny-audio"),
         ({"data": {"validation": 1.0}}, r"data\.validation must be in \[0, 1\)"),
         ({"model": {"steps": 3}}, r"unknown key model\.steps"),
+        ({"train": {"speech_sampling": 1.5}}, r"train\.speech_sampling must be in \[0, 1\]"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -234,11 +235,13 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     train_voice(voice_cfg, small_set, voice, lambda _l: None)
     lines: list[str] = []
     ck = tmp_path / "ck"
-    train(quick(3), small_set, ck, lines.append, voice=voice)
-    assert any("speech accuracy" in line for line in lines)
+    sampled = dataclasses.replace(quick(3), speech_sampling=0.5)  # scheduled sampling on the way
+    train(sampled, small_set, ck, lines.append, voice=voice)
+    assert any("speech accuracy" in line and "closed loop" in line for line in lines)
     history = [json.loads(h) for h in (ck / "train" / "history.jsonl").read_text().splitlines()]
     assert all("speech_loss" in h for h in history if "loss" in h)
-    assert "speech_accuracy" in history[-1]["validation"]
+    last = history[-1]["validation"]
+    assert 0 <= last["speech_closed_accuracy"] <= 1 and "speech_accuracy" in last
 
     model = load_model(ck)
     assert model.cfg.vocoder.channels == 16 and model.cfg.flow.d_model == 32
@@ -258,11 +261,11 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     assert moved, "the speech decoder was not trained"
 
     with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
-        train(quick(3), small_set, ck, lines.append)  # the same run without its voice
+        train(sampled, small_set, ck, lines.append)  # the same run without its voice
     doc = json.loads((voice / "voice.json").read_text())
     (voice / "voice.json").write_text(json.dumps({**doc, "step": doc["step"] + 1}))
     with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
-        train(quick(3), small_set, ck, lines.append, voice=voice)  # the voice trained on
+        train(sampled, small_set, ck, lines.append, voice=voice)  # the voice trained on
     (voice / "voice.json").write_text(json.dumps(doc))
     engines = tmp_path / "engines"
     assert main(["export", str(ck), "--out", str(engines)]) == 0
@@ -356,3 +359,17 @@ def test_a_run_saved_before_a_key_existed_still_resumes() -> None:
     assert not same_recipe(older, parse_train_config, TrainConfig(steps=8))
     assert not same_recipe("[train]\nstepz = 7\n", parse_train_config, cfg)
     assert not same_recipe("not = [toml", parse_train_config, cfg)
+
+
+def test_scheduled_sampling_ramps_to_its_share_and_draws_the_same_on_a_resume() -> None:
+    from venus.train.loop import _draws, _sampling
+
+    cfg = TrainConfig(steps=100, speech_sampling=0.4)
+    assert [_sampling(s, cfg) for s in (0, 25, 50, 99)] == [0.0, 0.2, 0.4, 0.4]
+    assert (
+        _sampling(60, TrainConfig(steps=100)) == 0.0
+        and _draws(3, TrainConfig(), torch.device("cpu")) is None
+    )
+    where = torch.device("cpu")
+    first, again, other = (torch.rand(8, generator=_draws(s, cfg, where)) for s in (7, 7, 8))
+    assert torch.equal(first, again) and not torch.equal(first, other)
