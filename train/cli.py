@@ -35,6 +35,21 @@ examples:
   venus export venus-tiny --out venus-tiny-engines"""
 
 
+VALIDATE_HELP = """\
+The teacher-forced validation figures of a `venus train` checkpoint on every sample of a
+set: control accuracy beside chance, speak recall, turn accuracy, text accuracy and that
+of a reply's first chunk (whether it answers the question asked); with --voice, the
+speech decoder's code accuracy teacher-forced and closed loop (fed its own codes, as the
+daemon does). `venus train` reports these on a split spoken by its training voices; run
+this on a held-out set (other voices, another seed) to choose a checkpoint for what the
+daemon will hear, without running the daemon (docs/training.md)."""
+
+VALIDATE_EPILOG = """\
+examples:
+  venus validate venus-tiny --data heldout
+  venus validate venus-tiny --data heldout --voice voice --jobs 0 --json heldout.json"""
+
+
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd = commands.add_parser(
         "train",
@@ -58,6 +73,23 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     cmd.add_argument("--jobs", type=int, default=1, metavar="J", help="processes that load "
                      "the samples (0: one per CPU; default 1)")  # fmt: skip
     cmd.set_defaults(run=_train)
+
+    check = commands.add_parser(
+        "validate",
+        help="a venus train checkpoint's teacher-forced figures on any set (e.g. held-out voices)",
+        description=VALIDATE_HELP,
+        epilog=VALIDATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("checkpoint", type=Path, metavar="CKPT", help="a `venus train` output")
+    check.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
+    check.add_argument("--voice", type=Path, metavar="VOICE", help="the voice it was trained "
+                       "with: also the speech decoder, teacher-forced and closed loop")  # fmt: skip
+    check.add_argument("--jobs", type=int, default=1, metavar="J", help="processes that load "
+                       "the samples (0: one per CPU; default 1)")  # fmt: skip
+    check.add_argument("--json", type=Path, metavar="FILE", help="also write the figures "
+                       "as JSON")  # fmt: skip
+    check.set_defaults(run=_validate)
 
 
 def torch_entry(module: str, name: str) -> Any:
@@ -100,4 +132,22 @@ def _train(args: argparse.Namespace) -> int:
         + (f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_accuracy" in m else "")
         + f": {args.out}"
     )
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import json
+
+    from venus.train.validation import validation_line
+
+    if args.jobs < 0:
+        from venus.errors import VenusError
+
+        raise VenusError(f"--jobs {args.jobs}: use 0 (one per CPU) or more")
+    validate = torch_entry("venus.train.check", "validate")
+    m = validate(args.checkpoint, args.data, write_line, voice=args.voice,
+                 jobs=args.jobs or os.cpu_count() or 1)  # fmt: skip
+    if args.json is not None:
+        args.json.write_text(json.dumps(m, indent=2) + "\n", "utf-8")
+    print(validation_line(0, m, f"{args.checkpoint} on {args.data}"))  # noqa: T201
     return 0

@@ -99,7 +99,8 @@ def evaluate(
     }
 
 
-def validation_line(step: int, m: dict[str, float]) -> str:
+def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
+    """The figures in words; ``what`` replaces "train: validation at step N"."""
     speech = ""
     if "speech_loss" in m:
         speech = f", speech accuracy {100 * m['speech_accuracy']:.1f}%"
@@ -107,8 +108,9 @@ def validation_line(step: int, m: dict[str, float]) -> str:
             speech += f" ({100 * m['speech_closed_accuracy']:.1f}% closed loop)"
     if "heard_cer" in m:
         speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
+    what = what or f"train: validation at step {step}"
     return (
-        f"train: validation at step {step}: control accuracy {100 * m['control_accuracy']:.1f}% "
+        f"{what}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
         f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
         f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "

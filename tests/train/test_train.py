@@ -242,6 +242,11 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     assert all("speech_loss" in h for h in history if "loss" in h)
     last = history[-1]["validation"]
     assert 0 <= last["speech_closed_accuracy"] <= 1 and "speech_accuracy" in last
+    from venus.train.check import validate  # on another set, with the voice's units
+
+    figures = validate(ck, small_set, lines.append, voice=voice)
+    assert figures["speech_tokens"] > last["speech_tokens"]  # every sample, not the split
+    assert 0 <= figures["speech_closed_accuracy"] <= 1
 
     model = load_model(ck)
     assert model.cfg.vocoder.channels == 16 and model.cfg.flow.d_model == 32

@@ -1,0 +1,55 @@
+"""`venus validate`: a checkpoint's teacher-forced figures on another set are the figures
+`venus train` reports when that set is its own validation split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from venus.train.config import TrainConfig, TrainConfigError
+
+
+def _subset(data: Path, ids: set[str], out: Path) -> Path:
+    """A set holding only the samples ``ids`` of ``data`` (the files linked, not copied)."""
+    (out / "samples").mkdir(parents=True)
+    lines = [line for line in (data / "index.jsonl").read_text().splitlines() if line]
+    kept = [line for line in lines if json.loads(line)["sample_id"] in ids]
+    (out / "index.jsonl").write_text("\n".join(kept) + "\n")
+    for sample in ids:
+        (out / "samples" / sample).symlink_to(data / "samples" / sample)
+    return out
+
+
+def test_validate_on_the_runs_own_split_gives_the_runs_figures(
+    small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from venus.cli import main
+    from venus.train.data import read_index
+    from venus.train.loop import split, train
+
+    cfg = TrainConfig(steps=2, batch_size=2, warmup_steps=1, checkpoint_every=2,
+                      validation=0.34, threads=1, max_text_tokens=6)  # fmt: skip
+    ck = tmp_path / "ck"
+    train(cfg, small_set, ck, lambda _l: None)
+    _train, held = split(read_index(small_set), cfg.validation, cfg.seed)
+    subset = _subset(small_set, {r["sample_id"] for r in held}, tmp_path / "held")
+    out = tmp_path / "figures.json"
+    assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
+    assert f"{ck} on {subset}: control accuracy" in capsys.readouterr().out
+    mine = json.loads(out.read_text())
+    theirs = json.loads((ck / "train" / "metrics.json").read_text())["validation"]
+    assert mine.keys() == theirs.keys()
+    assert mine == pytest.approx(theirs, rel=1e-5)
+    # the text budget is the run's (6 tokens): the default 16 lays out other text targets
+    (ck / "train" / "recipe.toml").unlink()
+    assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["text_tokens"] != theirs["text_tokens"]
+
+
+def test_validate_names_what_is_not_a_checkpoint(small_set: Path, tmp_path: Path) -> None:
+    from venus.train.check import validate
+
+    with pytest.raises(TrainConfigError, match=r"not a `venus train` checkpoint"):
+        validate(tmp_path, small_set, lambda _l: None)
