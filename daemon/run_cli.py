@@ -309,14 +309,12 @@ def _demo(args: argparse.Namespace) -> int:
         )
         engines = Engines.open(Path(engines_dir), engine_options(cfg))
         cfg = _with_engine_schedule(cfg, engines.manifest.schedule.chunk_s)
-        sys.stdout.write(
-            "venus demo: the tiny engines have UNTRAINED (seeded random) weights: the loop, "
-            "timing and outputs are real, the assistant's words and voice are noise.\n"
-        )
+        meta = _demo_meta(engines.manifest.trained)
+        sys.stdout.write(f"venus demo: {meta['weights_said']}\n")
         chunks = round(_wav_seconds(Path(wav)) / engines.manifest.schedule.chunk_s + 0.4999)
         progress = _progress(engines.manifest.schedule.chunk_s, chunks, args.quiet)
         done = run_offline(
-            cfg, engines, Path(wav), args.out, Path(video), progress, extra_summary=_demo_meta()
+            cfg, engines, Path(wav), args.out, Path(video), progress, extra_summary=meta
         )
     sys.stdout.write("\n" + render(done.summary))
     sys.stdout.write(
@@ -326,8 +324,22 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_meta() -> dict[str, object]:
-    return {"engines": "tiny (shipped with venus)", "trained": False}
+def _demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
+    """What the demo's summary says of its weights: the manifest's record of how they were
+    trained (``venus export`` copies it from ``venus train``'s), or that they were not."""
+    if trained is None:
+        said = ("the tiny engines have UNTRAINED (seeded random) weights: the loop, timing "
+                "and outputs are real, the assistant's words and voice are noise.")  # fmt: skip
+    else:
+        figures = trained.get("validation") or {}
+        first = figures.get("opening_accuracy") if isinstance(figures, dict) else None
+        said = (f"the engines' weights were trained by {trained.get('by', 'venus train')}: "
+                f"{trained.get('preset') or 'the'} preset, step {trained.get('step')}"
+                + (f" of {trained['steps']}" if trained.get("steps") else "")
+                + (f", a reply's first chunk {100 * float(first):.0f}% right in validation"
+                   if isinstance(first, int | float) else "") + ".")  # fmt: skip
+    return {"engines": "tiny (shipped with venus)", "trained": trained is not None,
+            "weights": trained, "weights_said": said}  # fmt: skip
 
 
 def _with_engine_schedule(cfg: VenusConfig, chunk_s: float) -> VenusConfig:

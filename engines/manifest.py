@@ -99,6 +99,9 @@ class Manifest:
     model_config: dict[str, Any] = field(default_factory=dict)  # the checkpoint's config.json
     # The checkpoint's tokenizer.json; None in manifests written before it was exported.
     tokenizer: FileEntry | None = None
+    # How the checkpoint was trained (``venus train``'s train/metrics.json and recipe):
+    # None for weights that were never trained (`venus init`) or not by venus train.
+    trained: dict[str, Any] | None = None
 
     def files(self) -> list[tuple[str, FileEntry]]:
         """Every listed file, with what it belongs to (a component's name, or "tokenizer")."""

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import onnx
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (JetPack 6)
+    import tomli as tomllib
 
 from venus.engines.manifest import (
     FORMAT,
@@ -29,6 +35,7 @@ from venus.engines.manifest import (
     file_entry,
     sha256_file,
 )
+from venus.errors import ExportError
 from venus.export.checkpoint import INDEX, read_index
 from venus.export.model.config import CONTROL_TOKENS, ModelConfig
 from venus.export.onnx.exporter import OPSET
@@ -127,4 +134,33 @@ def build_manifest(
         tools=tool_versions(),
         model_config=json.loads((checkpoint / "config.json").read_text()),
         tokenizer=tokenizer,
+        trained=training_record(checkpoint),
     )
+
+
+KEPT_FIGURES = ("control_accuracy", "control_chance", "turn_accuracy", "text_accuracy",
+                "opening_accuracy", "speech_accuracy", "speech_closed_accuracy",
+                "heard_cer")  # fmt: skip
+
+
+def training_record(checkpoint: Path) -> dict[str, Any] | None:
+    """What the engines' manifest says of how ``checkpoint`` was trained: ``venus train``
+    leaves CKPT/train/metrics.json (the step and its validation) and recipe.toml; without
+    them (``venus init``, a converted upstream model) None. Unreadable files are named."""
+    metrics, recipe = checkpoint / "train" / "metrics.json", checkpoint / "train" / "recipe.toml"
+    if not metrics.is_file():
+        return None
+    try:
+        doc = json.loads(metrics.read_text("utf-8"))
+        step, validation = int(doc["step"]), dict(doc["validation"])
+        settings = tomllib.loads(recipe.read_text("utf-8")) if recipe.is_file() else {}
+    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as e:
+        raise ExportError(f"{metrics}: cannot be read as venus train's record ({e})") from e
+    return {
+        "by": "venus train",
+        "step": step,
+        "steps": settings.get("train", {}).get("steps"),
+        "preset": settings.get("model", {}).get("preset"),
+        "recipe_sha256": hashlib.sha256(recipe.read_bytes()).hexdigest() if settings else None,
+        "validation": {k: round(float(validation[k]), 4) for k in KEPT_FIGURES if k in validation},
+    }

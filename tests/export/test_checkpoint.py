@@ -187,3 +187,26 @@ def test_writer_splits_large_components_into_shards(tiny: Path, tmp_path: Path) 
 def test_writer_refuses_a_non_empty_directory(tiny: Path) -> None:
     with pytest.raises(ExportError, match="already holds a checkpoint"):
         CheckpointWriter(tiny, load_config(tiny / "config.json"))
+
+
+def test_the_manifest_records_how_a_checkpoint_was_trained(tmp_path: Path) -> None:
+    """`venus train`'s train/metrics.json and recipe.toml become the manifest's ``trained``;
+    a checkpoint without them was never trained; a broken record is named, not skipped."""
+    from venus.export.onnx.manifest import training_record
+
+    assert training_record(tmp_path) is None
+    (tmp_path / "train").mkdir()
+    recipe = b'[model]\npreset = "small"\n[train]\nsteps = 40\n'
+    (tmp_path / "train" / "recipe.toml").write_bytes(recipe)
+    metrics = tmp_path / "train" / "metrics.json"
+    metrics.write_text(json.dumps({"step": 20, "validation": {"text_accuracy": 0.123456,
+                                                             "decisions": 9}}))  # fmt: skip
+    record = training_record(tmp_path)
+    assert record == {
+        "by": "venus train", "step": 20, "steps": 40, "preset": "small",
+        "recipe_sha256": hashlib.sha256(recipe).hexdigest(),
+        "validation": {"text_accuracy": 0.1235},
+    }  # fmt: skip
+    metrics.write_text("{not json")
+    with pytest.raises(ExportError, match=r"metrics\.json: cannot be read"):
+        training_record(tmp_path)

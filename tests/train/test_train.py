@@ -274,6 +274,12 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     (voice / "voice.json").write_text(json.dumps(doc))
     engines = tmp_path / "engines"
     assert main(["export", str(ck), "--out", str(engines)]) == 0
+    trained = json.loads((engines / "manifest.json").read_text())["trained"]  # provenance
+    assert trained["by"] == "venus train" and trained["step"] == trained["steps"] == 3
+    assert trained["preset"] == "tiny"
+    assert trained["validation"]["speech_closed_accuracy"] == pytest.approx(
+        last["speech_closed_accuracy"], abs=1e-4
+    )
     sample = next((small_set / "samples").iterdir())
     out = tmp_path / "run"
     assert main(["run", "--engines", str(engines), "--offline", str(sample / "input.wav"),

@@ -49,9 +49,24 @@ def test_venus_demo_writes_every_output_and_says_the_weights_are_untrained(
     with wave.open(str(out / "conversation.wav")) as w:
         assert (w.getnframes(), w.getnchannels()) == (frames, 2)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["chunks"] == 45 and summary["trained"] is False
+    assert summary["chunks"] == 45 and summary["trained"] is False and summary["weights"] is None
     lines = (out / "timeline.jsonl").read_text().splitlines()
     assert len(lines) == 45 and all(json.loads(line)["vision"] for line in lines)
+
+
+def test_the_demo_says_how_trained_weights_were_trained() -> None:
+    """Engines exported from a `venus train` checkpoint carry its record in the manifest
+    (``trained``); the demo's banner and summary say it instead of UNTRAINED."""
+    from venus.daemon.run_cli import _demo_meta
+
+    record = {"by": "venus train", "step": 1500, "steps": 1500, "preset": "small",
+              "validation": {"opening_accuracy": 0.912}}  # fmt: skip
+    meta = _demo_meta(record)
+    assert meta["trained"] is True and meta["weights"] == record
+    said = str(meta["weights_said"])
+    assert "UNTRAINED" not in said
+    assert "small preset, step 1500 of 1500" in said and "first chunk 91% right" in said
+    assert "UNTRAINED" in str(_demo_meta(None)["weights_said"])
 
 
 def test_the_shipped_engines_come_from_the_seeded_tiny_checkpoint(
