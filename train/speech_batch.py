@@ -10,12 +10,14 @@ follows (so a full chunk's last token never enters the state). So a reply's sequ
 
 with the targets ``start -> u0``, ``u_i -> u_(i+1)``. The targets are the speech units of
 what the chunk decided to say (``speech_units.decided_units``: the assistant's audio in
-the next chunk's second, where the data and the daemon both play it). The
-reply's last chunk (``turn_eos``) ends at its speech: its trailing silence codes are cut
-and its last unit predicts ``end`` (what stops the decoder early), unless the chunk is
-full. A chunk with no spoken text (a delegation alone) has no condition, and the daemon
-decodes no speech for it: it is left out here too. A reply cut by ``listen`` has no
-``end``: the daemon stops it from outside.
+the next chunk's second, where the data and the daemon both play it). The reply's last
+chunk (``turn_eos``) has the daemon's larger budget (``engines.speech.final_chunk_tokens``:
+half a chunk more, the first codes of the following, listening, chunk's second), since
+the last word often runs past its second. It ends at its speech: its trailing silence
+codes are cut and its last unit predicts ``end`` (what stops the decoder early), unless
+the budget is full. A chunk with no spoken text (a delegation alone) has no condition,
+and the daemon decodes no speech for it: it is left out here too. A reply cut by
+``listen`` has no ``end``: the daemon stops it from outside.
 
 Teacher forcing feeds the decoder the data's units, the daemon its own (exposure bias:
 the fifth round measured 95% of the units right teacher-forced and 85% closed loop,
@@ -41,6 +43,7 @@ import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from numpy.typing import NDArray
 from torch import Tensor
 
+from venus.engines.speech import final_chunk_tokens
 from venus.export.model.speech import SpeechDecoder
 from venus.train.layout import IGNORE
 from venus.train.speech_units import SILENCE
@@ -98,6 +101,7 @@ def reply_rows(
         if chunk >= 0:
             positions.setdefault(chunk, []).append(pos)
     per_chunk = units.shape[1]
+    tail = final_chunk_tokens(per_chunk) - per_chunk
     rows: list[Row] = []
     row: Row | None = None
     for k, decision in enumerate(decisions):
@@ -112,12 +116,15 @@ def reply_rows(
             codes = [int(c) for c in units[k]]
             final = decision == "turn_eos"
             if final:
+                if k + 1 < len(decisions) and decisions[k + 1] == "listen":
+                    codes += [int(c) for c in units[k + 1][:tail]]  # the last word's end
                 while codes and codes[-1] == SILENCE:
                     codes.pop()
             row.kind += [COND] * len(conds)
             row.source += conds
             row.labels += [IGNORE] * len(conds)
-            targets = codes + ([end_token] if final and len(codes) < per_chunk else [])
+            full = per_chunk + tail if final else per_chunk
+            targets = codes + ([end_token] if final and len(codes) < full else [])
             fed = [start_token, *codes][: len(targets)]
             row.kind += [TOKEN] * len(fed)
             row.source += fed

@@ -32,6 +32,7 @@ from venus.daemon.frontend.tokens import Vocab
 from venus.engines.mel import LogMel
 from venus.engines.runners import Engines
 from venus.engines.sampler import Sampler
+from venus.engines.speech import final_chunk_tokens
 from venus.errors import EngineError, VenusError
 from venus.hw.frames import Frame
 from venus.hw.vad import VadStats
@@ -231,8 +232,9 @@ class ChunkStep:
         with clock("text"):
             hidden = self._say(stream, index, out)
         if hidden:
-            budget = self.deadlines.speech_budget(clock.elapsed(), self.speech_tokens)
-            if budget < self.speech_tokens:
+            full = final_chunk_tokens(self.speech_tokens) if out.reply_ended else self.speech_tokens
+            budget = self.deadlines.speech_budget(clock.elapsed(), full)
+            if budget < full:
                 out.degraded.append("speech_shortened")
             with clock("speech_decoder"):
                 condition = np.concatenate(hidden, axis=1)

@@ -40,7 +40,7 @@ def test_a_reply_is_one_row_of_conditions_start_and_units() -> None:
     spoken = [-1] * 60
     for pos, chunk in ((10, 1), (11, 1), (20, 2), (30, 3), (31, 3), (50, 5)):
         spoken[pos] = chunk
-    codes = units([9] * 4, [1, 2, 3, 4], [5, 6, 0, 7], [8, 9, 0, 0], [9] * 4, [3, 3, 3, 3],
+    codes = units([9] * 4, [1, 2, 3, 4], [5, 6, 0, 7], [8, 9, 0, 0], [0] * 4, [3, 3, 3, 3],
                   [9] * 4)  # fmt: skip
     first, second = reply_rows(decisions, spoken, codes, START, END)
     assert first.kind == [COND, COND, *[TOKEN] * 4, COND, *[TOKEN] * 4, COND, COND,
@@ -51,6 +51,24 @@ def test_a_reply_is_one_row_of_conditions_start_and_units() -> None:
                             8, 9, END]  # fmt: skip
     # cut by listen: no end
     assert second.source == [50, START, 3, 3, 3] and second.labels == [IGNORE, 3, 3, 3, 3]
+
+
+def test_a_replys_last_chunk_takes_the_end_of_its_last_word_from_the_next_second() -> None:
+    """The chunk that ends a reply has half a chunk more (``final_chunk_tokens``: 6 of 4
+    here): the first codes of the next, listening, chunk's second; silence is cut."""
+    spoken = [-1, 0, 1, -1]
+    run_on = units([1, 2, 3, 4], [5, 6, 7, 8], [9, 0, 0, 0])
+    [row] = reply_rows(["speak", "turn_eos", "listen"], spoken, run_on, START, END)
+    assert row.labels[-6:] == [5, 6, 7, 8, 9, END]
+    full = units([1, 2, 3, 4], [5, 6, 7, 8], [9, 9, 9, 0])
+    [row] = reply_rows(["speak", "turn_eos", "listen"], spoken, full, START, END)
+    assert row.labels[-6:] == [5, 6, 7, 8, 9, 9]  # the budget is full: no end
+    assert row.source[-6:] == [START, 5, 6, 7, 8, 9]  # the last code is never fed
+    # a chunk that speaks again next (another reply) lends nothing; nor does the set's end
+    rows = reply_rows(["speak", "turn_eos", "speak"], [-1, 0, 1, 2], run_on, START, END)
+    assert rows[0].labels[-5:] == [5, 6, 7, 8, END]
+    [row] = reply_rows(["speak", "turn_eos"], spoken[:3], run_on[:2], START, END)
+    assert row.labels[-5:] == [5, 6, 7, 8, END]
 
 
 def test_a_chunk_without_spoken_text_adds_nothing_and_a_silent_end_is_start_end() -> None:

@@ -157,6 +157,32 @@ def test_a_late_chunk_skips_vision_then_shortens_speech(tiny_export: TinyExport)
     assert result.vision and result.degraded == [] and result.speech.size == 25
 
 
+def test_the_chunk_that_ends_a_reply_may_say_half_a_chunk_more(tiny_export: TinyExport) -> None:
+    """A reply's last word often runs past its second: the chunk that says <|turn_eos|>
+    decodes up to ``final_chunk_tokens`` (37 at 25 a chunk); any other chunk 25."""
+    from venus.engines.speech import final_chunk_tokens
+
+    engines = Engines.open(tiny_export.engines, EngineOptions())
+    end = engines.speech.end_token
+    not_now = ("<|listen|>", "<|turn_eos|>")
+    speak = Sampler(bias=LogitBias({engines.token_id(t): -1e3 for t in not_now}))
+
+    def says(*tokens: int) -> Sampler:
+        script = iter(tokens)
+        return Sampler(choose=lambda _scores: next(script))
+
+    word = engines.tokenizer.encode("a")[0]
+    chunk = ChunkInput(0, 0.0, np.zeros(16000, np.float32), None)
+    never_ends = Sampler(bias=LogitBias({end: -1e3}))
+    for text, want in (((word, engines.token_id("<|turn_eos|>")), final_chunk_tokens(25)),
+                       ((word, engines.token_id("<|chunk_end|>")), 25)):  # fmt: skip
+        samplers = Samplers(control=speak, text=says(*text), speech=never_ends)
+        step = ChunkStep(engines, NoHarness(), samplers, Deadlines(1.0), StepSettings())
+        result = step(step.new_stream(), chunk)
+        assert result.speech.size == want and result.reply_ended == (want > 25)
+        assert result.degraded == []
+
+
 def test_without_a_terminal_the_live_run_logs_a_summary_per_minute(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
