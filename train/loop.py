@@ -100,10 +100,11 @@ def _sampling(step: int, cfg: TrainConfig) -> float:
 
 def _draws(step: int, cfg: TrainConfig, device: torch.device) -> torch.Generator | None:
     """The random draws of ``step`` (scheduled sampling): seeded by the run and the step,
-    so a resumed run draws what an uninterrupted one would."""
+    so a resumed run draws what an uninterrupted one would; apart from the crops' draws
+    (``_batch``), which the same seed would otherwise repeat."""
     if not cfg.speech_sampling:
         return None
-    return torch.Generator(device=device).manual_seed(cfg.seed * 1_000_003 + step)
+    return torch.Generator(device=device).manual_seed((1 << 62) + cfg.seed * 1_000_003 + step)
 
 
 def _batch_indices(step: int, n: int, size: int, seed: int) -> list[int]:
