@@ -22,7 +22,7 @@ import torch
 from venus.export.checkpoint import load_model
 from venus.export.model.venus import VenusModel
 from venus.train.config import TrainConfig, TrainConfigError, load_train_config
-from venus.train.data import layout_builder, load_examples, read_index
+from venus.train.data import load_examples, model_layout, read_index
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer
 from venus.train.validation import evaluate
@@ -60,20 +60,8 @@ def validate(
                 f"--voice {voice}: {codebook.size} codes, more than the checkpoint's speech "
                 f"decoder has ({model_cfg.speech.codebook})"
             )
-    tok = load_tokenizer(tok_path)
-
-    def encode(text: str) -> list[int]:
-        ids: list[int] = tok.encode(text, add_special_tokens=False).ids
-        return ids
-
-    special = model_cfg.special_token_ids
-    vision = model_cfg.vision
-    build = layout_builder(
-        special, encode,
-        audio_tokens=model_cfg.audio_tokens_per_chunk,
-        vision_tokens=vision.queries if vision is not None else 0,
-        max_text_tokens=cfg.max_text_tokens,
-    )  # fmt: skip
+    build = model_layout(model_cfg, load_tokenizer(tok_path), cfg.max_text_tokens)
+    special, vision = model_cfg.special_token_ids, model_cfg.vision
     records = read_index(data)
     started = time.monotonic()
 

@@ -14,7 +14,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +25,11 @@ from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
 from venus.train.heard import Heard, heard_turns
 from venus.train.layout import Encode, Layout, build_layout
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from venus.export.model.config import ModelConfig
 
 __all__ = [
     "Builder",
@@ -211,6 +216,23 @@ def layout_builder(
         )  # fmt: skip
 
     return build
+
+
+def model_layout(model_cfg: ModelConfig, tokenizer: Tokenizer, max_text_tokens: int) -> Builder:
+    """``layout_builder`` with ``model_cfg``'s special tokens and token counts, and the text
+    ids of ``tokenizer`` (a run's, or a checkpoint's)."""
+
+    def encode(text: str) -> list[int]:
+        ids: list[int] = tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
+
+    vision = model_cfg.vision
+    return layout_builder(
+        model_cfg.special_token_ids, encode,
+        audio_tokens=model_cfg.audio_tokens_per_chunk,
+        vision_tokens=vision.queries if vision is not None else 0,
+        max_text_tokens=max_text_tokens,
+    )  # fmt: skip
 
 
 def load_examples(

@@ -41,8 +41,8 @@ from venus.train.data import (
     Builder,
     Example,
     cropped,
-    layout_builder,
     load_examples,
+    model_layout,
     read_index,
     sample_texts,
 )
@@ -211,10 +211,6 @@ def _open(
             train_tokenizer(sample_texts(data, train_recs), vocab).save(str(tok_path))
     tok = load_tokenizer(tok_path)
 
-    def encode(text: str) -> list[int]:
-        ids: list[int] = tok.encode(text, add_special_tokens=False).ids
-        return ids
-
     started = time.monotonic()
 
     def loading(done: int, total: int) -> None:
@@ -223,12 +219,7 @@ def _open(
 
     vision = model_cfg.vision
     special = model_cfg.special_token_ids
-    build = layout_builder(
-        special, encode,
-        audio_tokens=model_cfg.audio_tokens_per_chunk,
-        vision_tokens=vision.queries if vision is not None else 0,
-        max_text_tokens=cfg.max_text_tokens,
-    )  # fmt: skip
+    build = model_layout(model_cfg, tok, cfg.max_text_tokens)
     examples = load_examples(
         data,
         train_recs + val_recs,
