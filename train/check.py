@@ -7,7 +7,8 @@ on 93% of the training split, the first token on 59% of held-out reply starts). 
 runs the same measure (``validation.evaluate``: control, turns, text, a reply's first
 chunk; with ``--voice`` the speech decoder teacher-forced and closed loop) on every
 sample of another set, so checkpoints can be chosen on unseen voices without running the
-daemon. The layout uses the checkpoint's tokenizer and its recipe's text budget.
+daemon. The layout uses the checkpoint's tokenizer and its recipe's text budget. The
+listening figures (CTC, user speech CER) are left out: their head is not in a checkpoint.
 """
 
 from __future__ import annotations

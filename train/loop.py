@@ -100,7 +100,8 @@ def _sampling(step: int, cfg: TrainConfig) -> float:
 
 def _draws(step: int, cfg: TrainConfig, device: torch.device) -> torch.Generator | None:
     """The random draws of ``step`` (scheduled sampling): seeded by the run and the step,
-    so a resumed run draws what an uninterrupted one would; apart from the crops' draws
+    so a resumed run draws what an uninterrupted one would (on the same kind of device:
+    CPU and CUDA generators differ); apart from the crops' draws
     (``_batch``), which the same seed would otherwise repeat."""
     if not cfg.speech_sampling:
         return None

@@ -154,7 +154,8 @@ class ScheduleConfig:
         default=0,
         ge=0,
         le=1000,
-        description="Speech tokens per chunk; 0: the model's rate times the chunk.",
+        description="Speech tokens per chunk (the chunk that ends a reply may say half as "
+        "many more); 0: the model's rate times the chunk.",
     )
     deadlines: StrictBool = Field(
         default=True,

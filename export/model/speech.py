@@ -3,7 +3,8 @@
 Per chunk of a spoken reply, the backbone hidden states of the text tokens spoken in
 that chunk are projected (``cond_proj``) and appended to the speech decoder's context,
 followed by the ``start`` token; it then emits up to ``speech_tokens_per_chunk`` S3
-tokens (25 Hz), stopping early at ``end``. One ``KVCache`` holds a whole reply, so
+tokens (25 Hz; the daemon allows half as many more in the chunk that ends a reply),
+stopping early at ``end``. One ``KVCache`` holds a whole reply, so
 every chunk sees the text and speech of the chunks before it.
 """
 

@@ -153,14 +153,23 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(metrics.read_text("utf-8"))
         step, validation = int(doc["step"]), dict(doc["validation"])
-        settings = tomllib.loads(recipe.read_text("utf-8")) if recipe.is_file() else {}
-    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError) as e:
+        figures = {k: round(float(validation[k]), 4) for k in KEPT_FIGURES if k in validation}
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise ExportError(f"{metrics}: cannot be read as venus train's record ({e})") from e
+    settings: dict[str, Any] = {}
+    if recipe.is_file():
+        try:
+            settings = tomllib.loads(recipe.read_text("utf-8"))
+            train, model = dict(settings.get("train", {})), dict(settings.get("model", {}))
+        except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError) as e:
+            raise ExportError(f"{recipe}: cannot be read as venus train's recipe ({e})") from e
+    else:
+        train, model = {}, {}
     return {
         "by": "venus train",
         "step": step,
-        "steps": settings.get("train", {}).get("steps"),
-        "preset": settings.get("model", {}).get("preset"),
+        "steps": train.get("steps"),
+        "preset": model.get("preset"),
         "recipe_sha256": hashlib.sha256(recipe.read_bytes()).hexdigest() if settings else None,
-        "validation": {k: round(float(validation[k]), 4) for k in KEPT_FIGURES if k in validation},
+        "validation": figures,
     }

@@ -207,6 +207,12 @@ def test_the_manifest_records_how_a_checkpoint_was_trained(tmp_path: Path) -> No
         "recipe_sha256": hashlib.sha256(recipe).hexdigest(),
         "validation": {"text_accuracy": 0.1235},
     }  # fmt: skip
+    (tmp_path / "train" / "recipe.toml").write_text("[train\n")
+    with pytest.raises(ExportError, match=r"recipe\.toml: cannot be read"):
+        training_record(tmp_path)
+    metrics.write_text(json.dumps({"step": 20, "validation": {"text_accuracy": None}}))
+    with pytest.raises(ExportError, match=r"metrics\.json: cannot be read"):
+        training_record(tmp_path)
     metrics.write_text("{not json")
     with pytest.raises(ExportError, match=r"metrics\.json: cannot be read"):
         training_record(tmp_path)

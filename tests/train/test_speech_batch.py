@@ -193,9 +193,9 @@ def test_closed_loop_choices_are_what_the_daemons_loop_chooses_fed_its_own_units
     assert closed_loop_right(decoder, hidden, batch) == right
 
 
-def test_closed_loop_equals_teacher_forcing_only_when_every_choice_is_right() -> None:
-    """A decoder that has learnt the rows scores the same both ways; the same decoder fed
-    one wrong unit by the data would not, so the closed loop measures what it feeds."""
+def test_a_decoder_that_learnt_the_rows_scores_the_same_closed_loop() -> None:
+    """Fed its own choices, a decoder that has learnt the rows by heart still gets every
+    target right (the closed loop loses nothing that teacher forcing has)."""
     decoder, hidden, batch = _decoder_and_rows()
     optim = torch.optim.Adam(decoder.parameters(), lr=1e-2)
     decoder.train()
@@ -208,10 +208,6 @@ def test_closed_loop_equals_teacher_forcing_only_when_every_choice_is_right() ->
         forced = speech_loss(decoder, hidden, batch)
     assert forced.right == forced.tokens  # learnt by heart
     assert closed_loop_right(decoder, hidden, batch) == forced.tokens
-    # a decoder that learnt other units: teacher forcing and the closed loop now part
-    wrong = SpeechBatch(batch.example, batch.kind, batch.source,
-                        torch.where(batch.labels == 2, 3, batch.labels), batch.mask)  # fmt: skip
-    assert closed_loop_right(decoder, hidden, wrong) < forced.tokens
 
 
 def test_scheduled_sampling_feeds_the_decoders_own_previous_choice() -> None:
