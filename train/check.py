@@ -8,11 +8,15 @@ runs the same measure (``validation.evaluate``: control, turns, text, a reply's 
 chunk; with ``--voice`` the speech decoder teacher-forced and closed loop) on every
 sample of another set, so checkpoints can be chosen on unseen voices without running the
 daemon. The layout uses the checkpoint's tokenizer and its recipe's text budget. The
-listening figures (CTC, user speech CER) are left out: their head is not in a checkpoint.
+listening figures (CTC, user speech CER: how well the audio encoder hears unseen
+voices) come from the run's listening head, kept in ``CKPT/train/state.pt`` beside the
+checkpoint that step wrote; a checkpoint without it (copied out, or trained without
+``train.ctc_weight``) is measured without them.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from functools import partial
@@ -24,6 +28,7 @@ from venus.export.checkpoint import load_model
 from venus.export.model.venus import VenusModel
 from venus.train.config import TrainConfig, TrainConfigError, load_train_config
 from venus.train.data import load_examples, model_layout, read_index
+from venus.train.heard import ListenHead
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer
 from venus.train.validation import evaluate
@@ -80,6 +85,31 @@ def validate(
     speech_ids = None
     if codebook is not None:
         speech_ids = (model_cfg.speech.start_token, model_cfg.speech.end_token)
+    listen = _listen_head(checkpoint, model_cfg.audio.d_model, write)
     write(f"validate: {len(examples)} samples teacher-forced")
     with torch.no_grad():
-        return evaluate(model, examples, control, batch_size, speech_ids=speech_ids)
+        return evaluate(model, examples, control, batch_size, speech_ids=speech_ids,
+                        listen=listen)  # fmt: skip
+
+
+def _listen_head(checkpoint: Path, d_model: int, write: Callable[[str], None]) -> ListenHead | None:
+    """The run's listening head from ``CKPT/train/state.pt``, when it has one and it is
+    of the step the checkpoint holds (a later state is not this checkpoint's)."""
+    path = checkpoint / "train" / "state.pt"
+    metrics = checkpoint / "train" / "metrics.json"
+    if not path.is_file():
+        write("validate: no train/state.pt beside the checkpoint: no listening figures")
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("listen") is None:
+        write("validate: the run had no listening head (train.ctc_weight 0)")
+        return None
+    if metrics.is_file():
+        step = json.loads(metrics.read_text("utf-8")).get("step")
+        if step is not None and step != state.get("step"):
+            write(f"validate: train/state.pt is of step {state.get('step')}, the checkpoint "
+                  f"of step {step}: no listening figures")  # fmt: skip
+            return None
+    head = ListenHead(d_model)
+    head.load_state_dict(state["listen"])
+    return head

@@ -35,7 +35,8 @@ from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
-from venus.train.batch import Losses, collate, forward_losses
+from venus.train.augment import MelAugment, augmented
+from venus.train.batch import Batch, Losses, collate, forward_losses
 from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
 from venus.train.data import (
     Builder,
@@ -133,6 +134,13 @@ def _batch(run: _Run, step: int, cfg: TrainConfig) -> list[Example]:
             example = cropped(example, example.crops[pick % len(example.crops)], run.build)
         out.append(example)
     return out
+
+
+def _step_batch(run: _Run, step: int, cfg: TrainConfig) -> Batch:
+    """Step ``step``'s batch (``_batch``), its log-mel augmented (``augment.py``)."""
+    examples = _batch(run, step, cfg)
+    augment = MelAugment(cfg.mel_warp, cfg.mel_gain_db, cfg.mel_freq_masks)
+    return augmented(collate(examples, run.speech_ids), examples, augment, cfg.seed, step)
 
 
 @dataclass
@@ -297,7 +305,7 @@ def train(
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            batch = collate(_batch(run, step, cfg), run.speech_ids).to(where)
+            batch = _step_batch(run, step, cfg).to(where)
             losses = forward_losses(model, batch, run.control, cfg.decision_weight,
                                     cfg.speech_weight, cfg.speech_grad,
                                     cfg.turn_weight, listen, cfg.ctc_weight,

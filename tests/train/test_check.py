@@ -30,7 +30,7 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     from venus.train.loop import split, train
 
     cfg = TrainConfig(steps=2, batch_size=2, warmup_steps=1, checkpoint_every=2,
-                      validation=0.34, threads=1, max_text_tokens=6)  # fmt: skip
+                      validation=0.34, threads=1, max_text_tokens=6, ctc_weight=1.0)  # fmt: skip
     ck = tmp_path / "ck"
     train(cfg, small_set, ck, lambda _l: None)
     _train, held = split(read_index(small_set), cfg.validation, cfg.seed)
@@ -40,8 +40,14 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     assert f"{ck} on {subset}: control accuracy" in capsys.readouterr().out
     mine = json.loads(out.read_text())
     theirs = json.loads((ck / "train" / "metrics.json").read_text())["validation"]
-    assert mine.keys() == theirs.keys()
+    assert "heard_cer" in theirs and mine.keys() == theirs.keys()  # the run's listening head
     assert mine == pytest.approx(theirs, rel=1e-5)
+    state = ck / "train" / "state.pt"
+    state.rename(tmp_path / "state.pt")  # a checkpoint copied out: no listening figures
+    assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
+    assert "heard_cer" not in json.loads(out.read_text())
+    assert "no train/state.pt beside the checkpoint" in capsys.readouterr().err
+    (tmp_path / "state.pt").rename(state)
     # the text budget is the run's (6 tokens): the default 16 lays out other text targets
     (ck / "train" / "recipe.toml").unlink()
     assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0

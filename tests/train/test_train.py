@@ -29,6 +29,8 @@ from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
         ({"data": {"validation": 1.0}}, r"data\.validation must be in \[0, 1\)"),
         ({"model": {"steps": 3}}, r"unknown key model\.steps"),
         ({"train": {"speech_sampling": 1.5}}, r"train\.speech_sampling must be in \[0, 1\]"),
+        ({"train": {"mel_warp": 0.5}}, r"train\.mel_warp must be in \[0, 0\.5\)"),
+        ({"train": {"mel_freq_masks": 1.0}}, r"train\.mel_freq_masks must be a int"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -51,15 +53,16 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     from venus.train.loop import train
 
     lines: list[str] = []
-    whole = train(quick(4), small_set, tmp_path / "whole", lines.append)
+    cfg = dataclasses.replace(quick(4), mel_warp=0.1, mel_gain_db=6.0, mel_freq_masks=2)
+    whole = train(cfg, small_set, tmp_path / "whole", lines.append)
     assert whole.steps == 4 and whole.resumed_from == 0
     assert "heard_cer" not in whole.metrics  # no listening head without train.ctc_weight
     assert 0 <= whole.metrics["opening_accuracy"] <= 1
-    first = train(quick(4), small_set, tmp_path / "parts", lines.append, stop_after=3)
+    first = train(cfg, small_set, tmp_path / "parts", lines.append, stop_after=3)
     assert first.steps == 3  # stopped between checkpoints: the state is step 2's
     metrics = json.loads((tmp_path / "parts" / "train" / "metrics.json").read_text())
     assert metrics["step"] == 2 and (tmp_path / "parts" / "config.json").is_file()
-    second = train(quick(4), small_set, tmp_path / "parts", lines.append)
+    second = train(cfg, small_set, tmp_path / "parts", lines.append)
     assert second.resumed_from == 2 and second.steps == 4
     assert any("resuming" in line for line in lines)
     assert_same_states(tmp_path / "whole", tmp_path / "parts", ("model",))
