@@ -205,7 +205,7 @@ def _calculator(rng: np.random.Generator, ask: str = "") -> Request:
     text, structured = calculate(arguments)
     exact = bool(structured["exact"])
     value_said = str(structured["value"]) if exact else f"{structured['value']:.4g}"
-    asks = ("What's {e}?", "Can you work out {e}?", "How much is {e}?")
+    asks = ("What's {e}?", "Can you calculate {e}?", "How much is {e}?")
     return Request(
         "calculator",
         arguments,

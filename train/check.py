@@ -60,7 +60,9 @@ def validate(
     if voice is not None:
         from venus.train.voice import load_voice
 
-        codebook = load_voice(voice).codebook
+        loaded = load_voice(voice)
+        codebook = loaded.codebook
+        _check_voice(checkpoint, voice, loaded.step)
         if model_cfg.speech.codebook < codebook.size:
             raise TrainConfigError(
                 f"--voice {voice}: {codebook.size} codes, more than the checkpoint's speech "
@@ -90,6 +92,28 @@ def validate(
     with torch.no_grad():
         return evaluate(model, examples, control, batch_size, speech_ids=speech_ids,
                         listen=listen)  # fmt: skip
+
+
+def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
+    """``--voice`` must be the voice the run trained with (its step and codebook, as the
+    run's ``train/metrics.json`` records them): another voice's units are other codes.
+    Without that record (a checkpoint copied out, an older run) the caller checks only
+    the codebook's size."""
+    from venus.train.loop import units_sha
+
+    metrics = checkpoint / "train" / "metrics.json"
+    if not metrics.is_file():
+        return  # a checkpoint copied out: only the codebook's size can be checked
+    trained = json.loads(metrics.read_text("utf-8")).get("voice")
+    if trained is None:
+        return  # trained without one, or before runs recorded it: the size check only
+    given = {"step": step, "units": units_sha(voice)}
+    if given != trained:
+        raise TrainConfigError(
+            f"--voice {voice}: step {given['step']}, units {given['units']}; {checkpoint} "
+            f"was trained with step {trained['step']}, units {trained['units']} "
+            "(train/metrics.json): give that voice"
+        )
 
 
 def _listen_head(checkpoint: Path, d_model: int, write: Callable[[str], None]) -> ListenHead | None:

@@ -359,7 +359,9 @@ def _write_checkpoint(
     for path in fresh.iterdir():
         os.replace(path, out / path.name)
     fresh.rmdir()
-    doc = {"step": step, "validation": metrics, "baseline": baseline}
+    doc: dict[str, Any] = {"step": step, "validation": metrics, "baseline": baseline}
+    if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
+        doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
@@ -368,8 +370,12 @@ def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
     (a voice trained further, or its codes fitted again, is another voice)."""
     if path is None or voice is None:
         return None
-    units = hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]
-    return f"{path.resolve()} (step {voice.step}, units {units})"
+    return f"{path.resolve()} (step {voice.step}, units {units_sha(path)})"
+
+
+def units_sha(path: Path) -> str:
+    """The first 16 hex digits of the sha256 of the voice ``path``'s codebook file."""
+    return hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]
 
 
 def resolve_device(name: str, write: Callable[[str], None] = lambda _s: None) -> torch.device:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,12 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     figures = validate(ck, small_set, lines.append, voice=voice)
     assert figures["speech_tokens"] > last["speech_tokens"]  # every sample, not the split
     assert 0 <= figures["speech_closed_accuracy"] <= 1
+    other = tmp_path / "other-voice"  # the same codebook, trained further: another voice
+    shutil.copytree(voice, other)
+    doc = json.loads((other / "voice.json").read_text())
+    (other / "voice.json").write_text(json.dumps(doc | {"step": doc["step"] + 1}))
+    with pytest.raises(TrainConfigError, match=r"other-voice: step \d+, .* was trained with step"):
+        validate(ck, small_set, lines.append, voice=other)
 
     model = load_model(ck)
     assert model.cfg.vocoder.channels == 16 and model.cfg.flow.d_model == 32
