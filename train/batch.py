@@ -80,6 +80,8 @@ class Losses:
     text_right: int
     opening_tokens: int  # text targets in the chunks that start a reply
     opening_right: int
+    first_tokens: int = 0  # a reply's first text target (the answer chosen): one a reply
+    first_right: int = 0
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
@@ -213,6 +215,7 @@ def forward_losses(
     text_mask = (labels != IGNORE) & ~batch.decision
     t_logits, t_target = logits[text_mask], labels[text_mask]
     t_open = batch.opening[text_mask]
+    t_first = (batch.opening & ~F.pad(batch.opening[:, :-1], (1, 0)))[text_mask]
     text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight)
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
@@ -248,6 +251,8 @@ def forward_losses(
         text_right=int(t_right.sum()),
         opening_tokens=int(t_open.sum()),
         opening_right=int((t_right & t_open).sum()),
+        first_tokens=int(t_first.sum()),
+        first_right=int((t_right & t_first).sum()),
         speech=None if speech is None else speech.loss.detach(),
         speech_tokens=0 if speech is None else speech.tokens,
         speech_right=0 if speech is None else speech.right,

@@ -24,7 +24,8 @@ def evaluate(
     listen: ListenHead | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
-    speak precision / recall, next-text-token accuracy; with ``speech_ids``, the speech
+    speak precision / recall, next-text-token accuracy (of a reply's first chunk, and of
+    its first token: which answer was chosen); with ``speech_ids``, the speech
     decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
     units, as in the daemon); with ``listen``, the listening loss and the
     character error rate of its greedy transcripts of the user's turns."""
@@ -34,7 +35,7 @@ def evaluate(
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
                           "turns_right", "ctc", "heard", "edits", "chars", "o",
-                          "o_right", "s_closed"), 0.0)  # fmt: skip
+                          "o_right", "s_closed", "f", "f_right"), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids).to(device)
@@ -62,6 +63,8 @@ def evaluate(
             sums["t_right"] += losses.text_right
             sums["o"] += losses.opening_tokens
             sums["o_right"] += losses.opening_right
+            sums["f"] += losses.first_tokens
+            sums["f_right"] += losses.first_right
             sums["turns"] += losses.turns
             sums["turns_right"] += losses.turns_right
     model.train(was)
@@ -94,6 +97,8 @@ def evaluate(
         "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
         "opening_accuracy": ratio(sums["o_right"], sums["o"]),
+        "first_token_accuracy": ratio(sums["f_right"], sums["f"]),
+        "replies": sums["f"],
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
@@ -114,5 +119,6 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
         f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
         f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "
-        f"{100 * m.get('opening_accuracy', 0):.1f}%){speech}"
+        f"{100 * m.get('opening_accuracy', 0):.1f}%, its first token "
+        f"{100 * m.get('first_token_accuracy', 0):.1f}%){speech}"
     )

@@ -361,6 +361,12 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
     assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
                                                   rel=1e-5)  # fmt: skip
     assert plain.opening_tokens == int(batch.opening.sum()) > 0
+    # one first token a reply: as many as the decisions that start one (speak, changing course)
+    starts = batch.decision & batch.turn & (batch.labels == control[1])
+    assert plain.first_tokens == int(starts.sum()) > 0
+    first = batch.opening & ~torch.nn.functional.pad(batch.opening[:, :-1], (1, 0))
+    right = logits[first].argmax(dim=1) == batch.labels[first]
+    assert plain.first_right == int(right.sum())
 
 
 def test_a_run_saved_before_a_key_existed_still_resumes() -> None:
