@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -44,9 +45,12 @@ def validate(
     voice: Path | None = None,
     jobs: int = 1,
     batch_size: int = 8,
-) -> dict[str, float]:
+    by_category: bool = False,
+) -> dict[str, Any]:
     """The validation figures (``evaluate``) of ``checkpoint`` over every sample of
-    ``data``; with ``voice`` (the one it was trained with) the speech decoder's too."""
+    ``data``; with ``voice`` (the one it was trained with) the speech decoder's too; with
+    ``by_category`` also each category's apart (``by_category``: name -> figures), since
+    the categories ask different things (docs/training.md, seventh round)."""
     tok_path = checkpoint / "tokenizer.json"
     if not (checkpoint / "config.json").is_file() or not tok_path.is_file():
         raise TrainConfigError(
@@ -89,9 +93,18 @@ def validate(
         speech_ids = (model_cfg.speech.start_token, model_cfg.speech.end_token)
     listen = _listen_head(checkpoint, model_cfg.audio.d_model, write)
     write(f"validate: {len(examples)} samples teacher-forced")
+    measure = partial(evaluate, model, control=control, size=batch_size,
+                      speech_ids=speech_ids, listen=listen)  # fmt: skip
     with torch.no_grad():
-        return evaluate(model, examples, control, batch_size, speech_ids=speech_ids,
-                        listen=listen)  # fmt: skip
+        figures: dict[str, Any] = measure(examples)
+        if by_category:
+            names = sorted({e.category for e in examples})
+            figures["by_category"] = {
+                name: measure([e for e in examples if e.category == name]) | {
+                    "samples": sum(e.category == name for e in examples)}
+                for name in names
+            }  # fmt: skip
+    return figures
 
 
 def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:

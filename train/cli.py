@@ -38,16 +38,19 @@ examples:
 VALIDATE_HELP = """\
 The teacher-forced validation figures of a `venus train` checkpoint on every sample of a
 set: control accuracy beside chance, speak recall, turn accuracy, text accuracy and that
-of a reply's first chunk (whether it answers the question asked); with --voice, the
-speech decoder's code accuracy teacher-forced and closed loop (fed its own codes, as the
-daemon does). `venus train` reports these on a split spoken by its training voices; run
-this on a held-out set (other voices, another seed) to choose a checkpoint for what the
-daemon will hear, without running the daemon (docs/training.md)."""
+of a reply's first chunk and of its first token (whether it answers the question asked);
+from the run's listening head (CKPT/train/state.pt) the character error rate of the
+user's words; with --voice, the speech decoder's code accuracy teacher-forced and closed
+loop (fed its own codes, as the daemon does). `venus train` reports these on a split of
+its own training set; run this on a held-out set (other voices, another seed, the
+evaluation's mix) to choose a checkpoint for what the daemon will hear, without running
+the daemon (docs/training.md)."""
 
 VALIDATE_EPILOG = """\
 examples:
   venus validate venus-tiny --data heldout
-  venus validate venus-tiny --data heldout --voice voice --jobs 0 --json heldout.json"""
+  venus validate venus-tiny --data heldout --voice voice --jobs 0 --json heldout.json
+  venus validate venus-tiny --data heldout --by-category"""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -89,6 +92,9 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
                        "the samples (0: one per CPU; default 1)")  # fmt: skip
     check.add_argument("--json", type=Path, metavar="FILE", help="also write the figures "
                        "as JSON")  # fmt: skip
+    check.add_argument("--by-category", action="store_true", help="also each category of "
+                       "sample apart (delegation, offline_understanding, ...): they ask "
+                       "different things")  # fmt: skip
     check.set_defaults(run=_validate)
 
 
@@ -146,8 +152,10 @@ def _validate(args: argparse.Namespace) -> int:
         raise VenusError(f"--jobs {args.jobs}: use 0 (one per CPU) or more")
     validate = torch_entry("venus.train.check", "validate")
     m = validate(args.checkpoint, args.data, write_line, voice=args.voice,
-                 jobs=args.jobs or os.cpu_count() or 1)  # fmt: skip
+                 jobs=args.jobs or os.cpu_count() or 1, by_category=args.by_category)  # fmt: skip
     if args.json is not None:
         args.json.write_text(json.dumps(m, indent=2) + "\n", "utf-8")
     print(validation_line(0, m, f"{args.checkpoint} on {args.data}"))  # noqa: T201
+    for name, figures in m.get("by_category", {}).items():
+        print(validation_line(0, figures, f"  {name} ({figures['samples']} samples)"))  # noqa: T201
     return 0

@@ -42,6 +42,15 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     theirs = json.loads((ck / "train" / "metrics.json").read_text())["validation"]
     assert "heard_cer" in theirs and mine.keys() == theirs.keys()  # the run's listening head
     assert mine == pytest.approx(theirs, rel=1e-5)
+    assert main(["validate", str(ck), "--data", str(small_set), "--by-category",
+                 "--json", str(out)]) == 0  # fmt: skip
+    every = json.loads(out.read_text())
+    parts = every["by_category"]
+    assert sum(p["samples"] for p in parts.values()) == len(read_index(small_set))
+    for key in ("decisions", "text_tokens", "replies", "heard_turns"):
+        assert sum(p[key] for p in parts.values()) == every[key]  # the parts add up
+    assert any(f"  {name} ({parts[name]['samples']} samples): control accuracy" in line
+               for name in parts for line in capsys.readouterr().out.splitlines())  # fmt: skip
     state = ck / "train" / "state.pt"
     state.rename(tmp_path / "state.pt")  # a checkpoint copied out: no listening figures
     assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
