@@ -113,6 +113,9 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     assert recipe.preset == "tiny" and recipe.steps >= 1000
     gpu = load_train_config(recipes / "venus-small-gpu.toml")  # DEVICE=cuda's
     assert gpu.preset == "small" and gpu.batch_size > recipe.batch_size
+    cpu = load_train_config(recipes / "venus-small-cpu.toml")  # the same, a session at a time
+    assert dataclasses.replace(cpu, checkpoint_every=gpu.checkpoint_every) == gpu
+    assert cpu.checkpoint_every < gpu.checkpoint_every
     train_set = load_config(recipes / "train-set.toml")
     heldout = load_config(recipes / "heldout-set.toml")
     assert train_set.samples > heldout.samples
