@@ -17,7 +17,9 @@ than the data's:
 - **Loudness (``train.mel_gain_db``)**: the whole row louder or quieter by up to that
   many dB. The front end keeps the absolute level (``engines/mel.py``), and its clamp is
   relative to the chunk's peak, so ``g`` dB is exactly ``g / 40`` added to the scaled
-  log-mel (log10 power, then ``(x + 4) / 4``).
+  log-mel (log10 power, then ``(x + 4) / 4``), above the front end's absolute floor
+  (1e-10 power): a chunk of digital silence, which sits at the floor whatever the gain,
+  is moved too.
 - **Frequency masks (``train.mel_freq_masks``)**: that many bands of 1 to
   ``MASK_BINS`` bins set to the row's mean (SpecAugment, Park et al. 2019, without its
   time masks, which would hide words the text targets answer).

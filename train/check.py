@@ -117,7 +117,7 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     metrics = checkpoint / "train" / "metrics.json"
     if not metrics.is_file():
         return  # a checkpoint copied out: only the codebook's size can be checked
-    trained = json.loads(metrics.read_text("utf-8")).get("voice")
+    trained = _read_json(metrics).get("voice")
     if trained is None:
         return  # trained without one, or before runs recorded it: the size check only
     given = {"step": step, "units": units_sha(voice)}
@@ -137,12 +137,16 @@ def _listen_head(checkpoint: Path, d_model: int, write: Callable[[str], None]) -
     if not path.is_file():
         write("validate: no train/state.pt beside the checkpoint: no listening figures")
         return None
+    # a pickle, as `venus train` resumes from: validate only checkpoints you trust
     state = torch.load(path, map_location="cpu", weights_only=False)
     if state.get("listen") is None:
-        write("validate: the run had no listening head (train.ctc_weight 0)")
+        write(
+            "validate: no listening head in train/state.pt (train.ctc_weight 0, or an "
+            "older run): no listening figures"
+        )
         return None
     if metrics.is_file():
-        step = json.loads(metrics.read_text("utf-8")).get("step")
+        step = _read_json(metrics).get("step")
         if step is not None and step != state.get("step"):
             write(f"validate: train/state.pt is of step {state.get('step')}, the checkpoint "
                   f"of step {step}: no listening figures")  # fmt: skip
@@ -150,3 +154,14 @@ def _listen_head(checkpoint: Path, d_model: int, write: Callable[[str], None]) -
     head = ListenHead(d_model)
     head.load_state_dict(state["listen"])
     return head
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """``path`` (the run's ``train/metrics.json``) as a JSON object, or an error naming it."""
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TrainConfigError(f"{path}: cannot be read ({e})") from e
+    if not isinstance(doc, dict):
+        raise TrainConfigError(f"{path}: not a JSON object")
+    return doc

@@ -49,8 +49,9 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     assert sum(p["samples"] for p in parts.values()) == len(read_index(small_set))
     for key in ("decisions", "text_tokens", "replies", "heard_turns"):
         assert sum(p[key] for p in parts.values()) == every[key]  # the parts add up
-    assert any(f"  {name} ({parts[name]['samples']} samples): control accuracy" in line
-               for name in parts for line in capsys.readouterr().out.splitlines())  # fmt: skip
+    said = capsys.readouterr().out
+    assert all(f"  {name} ({parts[name]['samples']} samples): control accuracy" in said
+               for name in parts)  # fmt: skip
     state = ck / "train" / "state.pt"
     state.rename(tmp_path / "state.pt")  # a checkpoint copied out: no listening figures
     assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
@@ -61,6 +62,11 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     (ck / "train" / "recipe.toml").unlink()
     assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["text_tokens"] != theirs["text_tokens"]
+    from venus.train.check import validate
+
+    (ck / "train" / "metrics.json").write_text('{"step": 2, ')  # a run's record, cut short
+    with pytest.raises(TrainConfigError, match=r"train/metrics\.json: cannot be read"):
+        validate(ck, subset, lambda _l: None)
 
 
 def test_validate_names_what_is_not_a_checkpoint(small_set: Path, tmp_path: Path) -> None:

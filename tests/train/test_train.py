@@ -367,7 +367,8 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
     # one first token a reply: as many as the decisions that start one (speak, changing course)
     starts = batch.decision & batch.turn & (batch.labels == control[1])
     assert plain.first_tokens == int(starts.sum()) > 0
-    first = batch.opening & ~torch.nn.functional.pad(batch.opening[:, :-1], (1, 0))
+    first = F.pad(starts[:, :-1], (1, 0))  # the token after the decision that starts it
+    assert bool((first <= batch.opening).all())
     right = logits[first].argmax(dim=1) == batch.labels[first]
     assert plain.first_right == int(right.sum())
 
