@@ -1,4 +1,5 @@
-"""``venus run`` and ``venus demo``: the frontend loop from the command line.
+"""``venus run``: the frontend loop from the command line (``venus demo`` is
+:mod:`venus.demo.cli`).
 
 Handlers import the runtime only when they run, so ``venus --help`` stays instant.
 """
@@ -37,12 +38,6 @@ machine goes and deterministic for a seed, writing timeline.jsonl, output.wav (t
 assistant's audio, sample-aligned with the input and of its length), conversation.wav
 (input left, assistant right) and summary.json to --out DIR."""
 
-DEMO_HELP = """\
-Run the whole loop on the bundled 45 s scenario (a greeting, a question, a backchannel,
-an interruption and a request, with a short synthetic video) on the tiny engines shipped
-with venus: CPU only, no microphone, no configuration file. Prints a line per chunk and
-a summary, and writes the offline outputs of `venus run --offline` to --out DIR."""
-
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     run = commands.add_parser(
@@ -76,19 +71,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     run.add_argument("--quiet", action="store_true", help="no line per chunk")
     run.set_defaults(run=_run)
-
-    demo = commands.add_parser(
-        "demo",
-        help="run the bundled scenario on the shipped tiny engines (CPU, no devices)",
-        description=DEMO_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    demo.add_argument(
-        "--out", type=Path, default=Path("venus-demo"), metavar="DIR", help="(default: venus-demo)"
-    )
-    demo.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    demo.add_argument("--quiet", action="store_true", help="no line per chunk")
-    demo.set_defaults(run=_demo)
 
 
 def _config(args: argparse.Namespace) -> VenusConfig:
@@ -136,8 +118,8 @@ def _run(args: argparse.Namespace) -> int:
     policy = policy_named(args.policy or "model")
     engines = Engines.open(cfg.model.engines, engine_options(cfg))
     chunk_s = engines.manifest.schedule.chunk_s
-    cfg = _with_engine_schedule(cfg, chunk_s)
-    progress = _progress(chunk_s, None, args.quiet)
+    cfg = with_engine_schedule(cfg, chunk_s)
+    progress = progress_printer(chunk_s, None, args.quiet)
     with ExitStack() as parts:  # closed in reverse: metrics, then the harness
         harness = _open_harness(cfg, args.journal) if args.journal else None
         if harness is not None:
@@ -190,11 +172,11 @@ def _serve(args: argparse.Namespace, cfg: VenusConfig, service: Lifecycle) -> in
 
     engines = Engines.open(cfg.model.engines, engine_options(cfg))
     chunk_s = engines.manifest.schedule.chunk_s
-    cfg = _with_engine_schedule(cfg, chunk_s)
+    cfg = with_engine_schedule(cfg, chunk_s)
     if service.stop.is_set():
         return 0
     consumers: list[Callable[[ChunkRecord], None]] = [
-        _progress(chunk_s, None, args.quiet) if sys.stdout.isatty() else _periodic_summary(),
+        progress_printer(chunk_s, None, args.quiet) if sys.stdout.isatty() else _periodic_summary(),
         service.on_record,
     ]
     device_sinks: list[EventSink] = [service.on_device]
@@ -240,7 +222,7 @@ def _serve(args: argparse.Namespace, cfg: VenusConfig, service: Lifecycle) -> in
                 reloadable.capabilities_part(harness),
             ]
             service.ready(
-                lambda: _with_engine_schedule(_read_config(args), chunk_s), cfg, live_parts
+                lambda: with_engine_schedule(_read_config(args), chunk_s), cfg, live_parts
             )
 
         hooks = LiveHooks(warming_up=service.warming_up, started=started, device=on_device)
@@ -280,69 +262,7 @@ def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Har
     return harness
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from importlib.resources import as_file, files
-
-    from venus.daemon.config.schema import VenusConfig
-    from venus.daemon.frontend.offline import run_offline
-    from venus.daemon.frontend.session import engine_options
-    from venus.daemon.frontend.summary import render
-    from venus.engines.runners import Engines
-
-    if not args.log_level:  # the demo's own lines say what happens; keep start-up quiet
-        logging.getLogger("venus.engines").setLevel(logging.WARNING)
-    data = files("venus.demo")
-    with (
-        as_file(data / "engines" / "tiny") as engines_dir,
-        as_file(data / "scenario" / "scenario.wav") as wav,
-        as_file(data / "scenario" / "scenario.avi") as video,
-    ):
-        if not (Path(engines_dir) / "manifest.json").is_file():
-            raise ConfigError(
-                f"the demo engines are missing from {engines_dir}; run scripts/make-tiny-engines"
-            )
-        cfg = VenusConfig()
-        cfg = dataclasses.replace(
-            cfg,
-            model=dataclasses.replace(cfg.model, engines=Path(engines_dir), seed=args.seed),
-            engines=dataclasses.replace(cfg.engines, cache_dir=Path.home() / ".cache" / "venus"),
-        )
-        engines = Engines.open(Path(engines_dir), engine_options(cfg))
-        cfg = _with_engine_schedule(cfg, engines.manifest.schedule.chunk_s)
-        meta = _demo_meta(engines.manifest.trained)
-        sys.stdout.write(f"venus demo: {meta['weights_said']}\n")
-        chunks = round(_wav_seconds(Path(wav)) / engines.manifest.schedule.chunk_s + 0.4999)
-        progress = _progress(engines.manifest.schedule.chunk_s, chunks, args.quiet)
-        done = run_offline(
-            cfg, engines, Path(wav), args.out, Path(video), progress, extra_summary=meta
-        )
-    sys.stdout.write("\n" + render(done.summary))
-    sys.stdout.write(
-        f"\noutputs in {done.out_dir}/: timeline.jsonl, output.wav, conversation.wav, "
-        "summary.json\n"
-    )
-    return 0
-
-
-def _demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
-    """What the demo's summary says of its weights: the manifest's record of how they were
-    trained (``venus export`` copies it from ``venus train``'s), or that they were not."""
-    if trained is None:
-        said = ("the tiny engines have UNTRAINED (seeded random) weights: the loop, timing "
-                "and outputs are real, the assistant's words and voice are noise.")  # fmt: skip
-    else:
-        figures = trained.get("validation") or {}
-        first = figures.get("opening_accuracy") if isinstance(figures, dict) else None
-        said = (f"the engines' weights were trained by {trained.get('by', 'venus train')}: "
-                f"{trained.get('preset') or 'the'} preset, step {trained.get('step')}"
-                + (f" of {trained['steps']}" if trained.get("steps") else "")
-                + (f", a reply's first chunk {100 * float(first):.0f}% right in validation"
-                   if isinstance(first, int | float) else "") + ".")  # fmt: skip
-    return {"engines": "tiny (shipped with venus)", "trained": trained is not None,
-            "weights": trained, "weights_said": said}  # fmt: skip
-
-
-def _with_engine_schedule(cfg: VenusConfig, chunk_s: float) -> VenusConfig:
+def with_engine_schedule(cfg: VenusConfig, chunk_s: float) -> VenusConfig:
     """A chunk period left at its default follows the engines'; any other must match them
     (``check_schedule`` says so otherwise)."""
     from venus.daemon.config.schema import ScheduleConfig
@@ -351,13 +271,6 @@ def _with_engine_schedule(cfg: VenusConfig, chunk_s: float) -> VenusConfig:
         return cfg
     log.info("schedule.chunk_s follows the engines: %s s", chunk_s)
     return dataclasses.replace(cfg, schedule=dataclasses.replace(cfg.schedule, chunk_s=chunk_s))
-
-
-def _wav_seconds(path: Path) -> float:
-    import wave
-
-    with wave.open(str(path), "rb") as w:
-        return w.getnframes() / w.getframerate()
 
 
 SUMMARY_EVERY = 60  # chunks between latency summaries in the log (a minute at 1 s)
@@ -389,8 +302,9 @@ def _periodic_summary() -> Any:
     return add
 
 
-def _progress(chunk_s: float, total: int | None, quiet: bool) -> Any:
-    """A line per chunk: index, time, decision, text, speech tokens, latency."""
+def progress_printer(chunk_s: float, total: int | None, quiet: bool) -> Any:
+    """A line per chunk: index, time, decision, speech tokens, latency, text, and flags:
+    ``delegate`` (a call decoded), ``result`` (a result injected), ``cut``."""
 
     def show(r: ChunkRecord) -> None:
         if quiet:
@@ -400,6 +314,7 @@ def _progress(chunk_s: float, total: int | None, quiet: bool) -> Any:
         flags = " ".join(
             [
                 *(["delegate"] if r.delegations else []),
+                *(["result"] if r.results else []),
                 *(["cut"] if r.playback_stopped else []),
                 *([f"({r.overridden_by})"] if r.overridden_by else []),
             ]

@@ -25,8 +25,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jsonschema import validators  # type: ignore[import-untyped]
@@ -41,9 +43,10 @@ from venus.capabilities.transport import (
     TransportEvent,
 )
 
-__all__ = ["STAND_INS", "Answer", "BenchTransport", "answers_of", "settle"]
+__all__ = ["STAND_INS", "Answer", "BenchTransport", "answers_of", "bench_harness", "settle"]
 
 if TYPE_CHECKING:
+    from venus.daemon.frontend.timeline import ChunkRecord
     from venus.daemon.harness.service import Harness
 
 log = logging.getLogger(__name__)
@@ -186,3 +189,34 @@ def settle(harness: Harness, timeout_s: float = 5.0) -> None:
     harness.post(lambda _core: done.set())
     if not done.wait(timeout_s):
         log.warning("the harness did not catch up within %.1f s", timeout_s)
+
+
+@contextmanager
+def bench_harness(
+    journal: Path, answers: Sequence[Answer]
+) -> Iterator[tuple[Harness, Callable[[ChunkRecord], None]]]:
+    """The harness a sample (or ``venus demo``'s scenario) runs with: the built-ins
+    (``clock``, ``calculator``, ``timer``) and the stand-ins answering ``answers``,
+    started on ``journal`` (a fresh file), and the hook every timeline record goes to:
+    it finishes the answers due by the next boundary and waits for the harness to record
+    them. Stopped on leaving."""
+    from venus.capabilities.builtin import builtin_transport
+    from venus.daemon.harness.service import Harness
+    from venus.datagen.domains_contracts import contracts
+
+    bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
+    harness = Harness.open(journal, [builtin_transport(), bench])
+    harness.start(resume=False)
+
+    def made_at(item_id: str) -> int | None:
+        item = harness.core.journal.find(item_id)
+        return None if item is None else item.chunk_index
+
+    def on_record(record: ChunkRecord) -> None:
+        if bench.advance(record.index, made_at):
+            settle(harness)  # recorded before the next boundary asks for results
+
+    try:
+        yield harness, on_record
+    finally:
+        harness.stop()

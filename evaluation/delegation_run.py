@@ -221,30 +221,15 @@ def run_samples(
 def _run_one(
     s: SetSample, folder: Path, cfg: VenusConfig, engines: Engines, policy: DecisionPolicy
 ) -> None:
-    from venus.capabilities.builtin import builtin_transport
     from venus.daemon.frontend.offline import run_offline
-    from venus.daemon.frontend.timeline import ChunkRecord
-    from venus.daemon.harness.service import Harness
-    from venus.evaluation.delegation_env import STAND_INS, BenchTransport, answers_of, settle
+    from venus.evaluation.delegation_env import answers_of, bench_harness
 
     shutil.rmtree(folder, ignore_errors=True)  # a rerun starts afresh
     folder.mkdir(parents=True)
     journal = folder / "journal.sqlite3"
-    bench = BenchTransport([contracts()[n] for n in STAND_INS], answers_of(s.trajectory))
-    harness = Harness.open(journal, [builtin_transport(), bench])
-    harness.start(resume=False)
-
-    def made_at(item_id: str) -> int | None:
-        item = harness.core.journal.find(item_id)
-        return None if item is None else item.chunk_index
-
-    def on_record(record: ChunkRecord) -> None:
-        if bench.advance(record.index, made_at):
-            settle(harness)  # recorded before the next boundary asks for results
-
     files_ = s.trajectory["files"]
     video = s.folder / files_["video"] if files_.get("video") else None
-    try:
+    with bench_harness(journal, answers_of(s.trajectory)) as (harness, on_record):
         run_offline(
             cfg,
             engines,
@@ -257,8 +242,6 @@ def _run_one(
             policy=policy,
             extra_summary={"seed": cfg.model.seed, "temperature": cfg.model.temperature},
         )
-    finally:
-        harness.stop()
     write_items(folder / ITEMS, journal_items(journal, s.sample_id))
 
 

@@ -16,6 +16,8 @@ FORBIDDEN = {
     "evaluation": {"export", "train"},  # runs the daemon's offline path; never torch
     # offline, torch; shares the model, engines, data; evaluation's recogniser measures the voice
     "train": {"daemon"},
+    # venus demo: the daemon's offline path with the evaluation's harness; never torch
+    "demo": {"export", "train"},
     "venus": set(),
 }
 # bench may import everything, but venus.export (torch) only inside functions: checked below.
@@ -27,6 +29,7 @@ FORBIDDEN_THIRD_PARTY = {
     "daemon": {"torch"},
     "datagen": {"torch", "onnxruntime", "tensorrt"},
     "evaluation": {"torch"},
+    "demo": {"torch"},
 }
 
 

@@ -55,12 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     from venus.daemon.memory.cli import register as register_memory
     from venus.daemon.run_cli import register as register_run
     from venus.datagen.cli import register as register_datagen
+    from venus.demo.cli import register as register_demo
     from venus.evaluation.cli import register as register_eval
     from venus.export.cli import register as register_export
     from venus.train.cli import register as register_train
     from venus.train.voice_cli import register as register_train_voice
 
     register_run(commands)
+    register_demo(commands)
     register_call(commands)
     register_items(commands)
     register_memory(commands)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import subprocess
 import sys
 import wave
@@ -34,13 +36,14 @@ def venus(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_venus_demo_writes_every_output_and_says_the_weights_are_untrained(
+def test_venus_demo_writes_every_output_and_says_what_the_assistant_did(
     tmp_path: Path,
 ) -> None:
+    scenario = json.loads((REPO / "demo" / "scenario" / "scenario.json").read_text())
+    chunks = math.ceil(scenario["duration_s"])
     done = venus("demo", "--out", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "UNTRAINED" in done.stdout
-    assert "chunk   45/45" in done.stdout and "real time" in done.stdout
+    assert f"chunk {chunks:>4}/{chunks}" in done.stdout and "real time" in done.stdout
     out = tmp_path / "out"
     with wave.open(str(REPO / "demo" / "scenario" / "scenario.wav")) as w:
         frames, rate = w.getnframes(), w.getframerate()
@@ -49,36 +52,69 @@ def test_venus_demo_writes_every_output_and_says_the_weights_are_untrained(
     with wave.open(str(out / "conversation.wav")) as w:
         assert (w.getnframes(), w.getnchannels()) == (frames, 2)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["chunks"] == 45 and summary["trained"] is False and summary["weights"] is None
+    assert summary["chunks"] == chunks
     lines = (out / "timeline.jsonl").read_text().splitlines()
-    assert len(lines) == 45 and all(json.loads(line)["vision"] for line in lines)
+    assert len(lines) == chunks and all(json.loads(line)["vision"] for line in lines)
+    # the weights it ran, said as the manifest records them
+    shipped = json.loads((REPO / "demo" / "engines" / "tiny" / "manifest.json").read_text())
+    assert summary["weights"] == shipped.get("trained")
+    assert summary["trained"] is (shipped.get("trained") is not None)
+    assert summary["weights_said"] in done.stdout
+    # what the assistant did about each of the user's turns, printed and in the summary
+    judged = [
+        m for m in summary["behaviour"] if m["what"] in {e["kind"] for e in scenario["events"]}
+    ]
+    assert [m["at_s"] for m in judged] == [e["start_s"] for e in scenario["events"]]
+    assert "what the assistant did:" in done.stdout
+    assert all(m["line"] in done.stdout for m in summary["behaviour"])
+    # the delegations it made went to the harness: items.jsonl lists them
+    made = sum(len(json.loads(line)["delegations"]) for line in lines)
+    valid = sum(d["valid"] for line in lines for d in json.loads(line)["delegations"])
+    items = (out / "items.jsonl").read_text().splitlines()
+    assert len(items) == valid <= made and (out / "journal.sqlite3").is_file()
+    again = venus("demo", "--out", "out", "--quiet", cwd=tmp_path)  # a fresh journal each run
+    assert again.returncode == 0 and "chunk " not in again.stdout
+    assert len((out / "items.jsonl").read_text().splitlines()) == len(items)
 
 
 def test_the_demo_says_how_trained_weights_were_trained() -> None:
     """Engines exported from a `venus train` checkpoint carry its record in the manifest
     (``trained``); the demo's banner and summary say it instead of UNTRAINED."""
-    from venus.daemon.run_cli import _demo_meta
+    from venus.demo.cli import demo_meta
 
     record = {"by": "venus train", "step": 1500, "steps": 1500, "preset": "small",
               "validation": {"opening_accuracy": 0.912}}  # fmt: skip
-    meta = _demo_meta(record)
+    meta = demo_meta(record)
     assert meta["trained"] is True and meta["weights"] == record
     said = str(meta["weights_said"])
     assert "UNTRAINED" not in said
     assert "small preset, step 1500 of 1500" in said and "first chunk 91% right" in said
-    assert "UNTRAINED" in str(_demo_meta(None)["weights_said"])
+    assert "UNTRAINED" in str(demo_meta(None)["weights_said"])
 
 
-def test_the_shipped_engines_come_from_the_seeded_tiny_checkpoint(
-    tiny_export: TinyExport,
-) -> None:
-    from venus.export.onnx.manifest import checkpoint_sha256
+def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> None:
+    """demo/engines/tiny is what scripts/make-tiny-engines writes: the checkpoint `venus
+    train` made with train/recipes/venus-tiny.toml as it stands (the manifest records the
+    resolved recipe's hash), at its last step, every file's hash checking, in a few MB."""
+    import tomli_w
 
-    shipped = json.loads((REPO / "demo" / "engines" / "tiny" / "manifest.json").read_text())
-    assert shipped["source"]["sha256"] == checkpoint_sha256(tiny_export.checkpoint), (
-        "demo/engines/tiny is stale: run scripts/make-tiny-engines"
+    from venus.train.config import load_train_config
+
+    shipped_dir = REPO / "demo" / "engines" / "tiny"
+    shipped = json.loads((shipped_dir / "manifest.json").read_text())
+    trained = shipped["trained"]
+    assert trained is not None, "demo/engines/tiny is untrained: run scripts/make-tiny-engines"
+    recipe = load_train_config(REPO / "train" / "recipes" / "venus-tiny.toml")
+    resolved = tomli_w.dumps(recipe.to_toml_dict()).encode()
+    assert trained["recipe_sha256"] == hashlib.sha256(resolved).hexdigest(), (
+        "train/recipes/venus-tiny.toml changed since demo/engines/tiny was trained: run "
+        "scripts/make-tiny-engines"
     )
-    Engines.open(REPO / "demo" / "engines" / "tiny", EngineOptions())  # every hash checks
+    assert trained["by"] == "venus train" and trained["preset"] == recipe.preset
+    assert trained["step"] == trained["steps"] == recipe.steps
+    Engines.open(shipped_dir, EngineOptions())  # every hash checks
+    size = sum(p.stat().st_size for p in shipped_dir.iterdir())
+    assert size < 20_000_000, f"demo/engines/tiny is {size / 1e6:.1f} MB"
 
 
 def test_venus_run_offline_from_the_command_line(tiny_export: TinyExport, tmp_path: Path) -> None:
