@@ -38,6 +38,8 @@ SESSION = "demo"
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
+    from venus.evaluation.sampling import temperature_arg
+
     demo = commands.add_parser(
         "demo",
         help="run the bundled scenario on the shipped tiny engines (CPU, no devices)",
@@ -48,6 +50,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--out", type=Path, default=Path("venus-demo"), metavar="DIR", help="(default: venus-demo)"
     )
     demo.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    demo.add_argument(
+        "--temperature",
+        type=temperature_arg,
+        default=0.0,
+        metavar="T",
+        help="sampling temperature for text and speech (default 0: greedy, what a model this "
+        "small decodes best with; the daemon's own default is 0.7)",
+    )
     demo.add_argument("--quiet", action="store_true", help="no line per chunk")
     demo.set_defaults(run=_demo)
 
@@ -56,7 +66,6 @@ def _demo(args: argparse.Namespace) -> int:
     import dataclasses
     from importlib.resources import as_file, files
 
-    from venus.daemon.config.schema import VenusConfig
     from venus.daemon.frontend.offline import run_offline
     from venus.daemon.frontend.session import engine_options
     from venus.daemon.frontend.summary import render
@@ -64,6 +73,7 @@ def _demo(args: argparse.Namespace) -> int:
     from venus.demo.report import behaviour, render_behaviour
     from venus.engines.runners import Engines
     from venus.evaluation.delegation_env import Answer, bench_harness
+    from venus.evaluation.delegation_run import run_config
     from venus.evaluation.delegation_tracks import journal_items, write_items
 
     if not args.log_level:  # the demo's own lines say what happens; keep start-up quiet
@@ -86,12 +96,7 @@ def _demo(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"the demo engines are missing from {engines_dir}; run scripts/make-tiny-engines"
             )
-        cfg = VenusConfig()
-        cfg = dataclasses.replace(
-            cfg,
-            model=dataclasses.replace(cfg.model, engines=Path(engines_dir), seed=args.seed),
-            engines=dataclasses.replace(cfg.engines, cache_dir=Path.home() / ".cache" / "venus"),
-        )
+        cfg = run_config(Path(engines_dir), args.seed, args.temperature)
         engines = Engines.open(Path(engines_dir), engine_options(cfg))
         chunk_s = engines.manifest.schedule.chunk_s
         cfg = with_engine_schedule(cfg, chunk_s)
@@ -114,7 +119,7 @@ def _demo(args: argparse.Namespace) -> int:
                 on_record,
                 harness=harness,
                 session_id=SESSION,
-                extra_summary=meta,
+                extra_summary={**meta, "seed": args.seed, "temperature": args.temperature},
             )
     items = journal_items(journal, SESSION)
     write_items(out / "items.jsonl", items)

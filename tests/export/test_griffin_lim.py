@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soxr
 import torch
+from conftest import TinyExport
 from support.vocoder_graph import exported_vocoder
 
 from venus.datagen import tts
@@ -24,7 +25,6 @@ from venus.export.model.vocoders import make_vocoder
 from venus.train.speech_units import LOG_FLOOR, output_mel
 
 HOP, SR = 480, 24000
-DEMO = Path(__file__).resolve().parents[2] / "demo" / "engines" / "tiny"
 SENTENCES = (
     "William Shakespeare wrote Romeo and Juliet.",
     "In Brazil people speak Portuguese.",
@@ -145,7 +145,7 @@ def test_its_config_is_written_only_for_that_kind() -> None:
         config_from_dict(written, "test")
 
 
-def test_it_stays_float32_in_fp16_exports_and_tensorrt_builds() -> None:
+def test_it_stays_float32_in_fp16_exports_and_tensorrt_builds(tiny_export: TinyExport) -> None:
     """Its phase search divides by magnitudes float16 cannot hold; the trained vocoder and
     every other graph still go to fp16."""
     from venus.engines.manifest import load_manifest
@@ -157,13 +157,15 @@ def test_it_stays_float32_in_fp16_exports_and_tensorrt_builds() -> None:
     assert component_precision("vocoder", "fp16", gl) == "fp32"
     assert component_precision("vocoder", "fp16", cfg) == "fp16"
     assert component_precision("flow_decoder", "fp16", gl) == "fp16"
-    shipped = load_manifest(DEMO)
+    shipped = load_manifest(tiny_export.engines)  # untrained: a trained vocoder's config
     assert not fp32_only("vocoder", shipped)
     written = replace(shipped, model_config=config_to_dict(gl))
     assert fp32_only("vocoder", written) and not fp32_only("backbone", written)
 
 
-def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
+def test_the_graph_in_the_engine_runner_matches_torch(
+    tmp_path: Path, tiny_export: TinyExport
+) -> None:
     """Exported like any vocoder (mel and two carried states in, pcm and the states out),
     it passes the export's verify check, and the runner streamed over uneven chunks gives
     torch's ``step``."""
@@ -176,7 +178,7 @@ def test_the_graph_in_the_engine_runner_matches_torch(tmp_path: Path) -> None:
     mel = output_mel(pcm)
     assert isinstance(model.vocoder, GriffinLimVocoder)
     model.vocoder.set_stats(torch.from_numpy(mel.mean(axis=1)), torch.from_numpy(mel.std(axis=1)))
-    entry, runner = exported_vocoder(model, tmp_path)
+    entry, runner = exported_vocoder(model, tmp_path, tiny_export.engines)
     assert [t.name for t in entry.inputs] == ["mel", "past_conv.0", "past_conv.1"]
     assert [t.name for t in entry.outputs] == ["pcm", "present_conv.0", "present_conv.1"]
     vocoder = model.vocoder

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TinyExport
 from support.vocoder_graph import exported_vocoder
 from torch import Tensor
 
@@ -21,7 +22,6 @@ from venus.export.model.vocoder import Vocoder
 from venus.export.model.vocoder_source import PHASE_STEPS, sine_excitation
 
 HOP, SR = 480, 24000
-DEMO = Path(__file__).resolve().parents[2] / "demo" / "engines" / "tiny"
 
 
 def sine_vocoder(harmonics: int = 4) -> Vocoder:
@@ -115,10 +115,10 @@ def test_the_given_f0_drives_a_sine_vocoder() -> None:
         plain(mel, torch.full((1, 60), 100.0))
 
 
-def test_a_config_without_a_source_is_written_as_before() -> None:
-    """The shipped tiny engines' config is what the preset writes (no source fields); a
+def test_a_config_without_a_source_is_written_as_before(tiny_export: TinyExport) -> None:
+    """The untrained tiny engines' config is what the preset writes (no source fields); a
     sine source is written and read back; a bad one is named."""
-    shipped = json.loads((DEMO / "manifest.json").read_text())["model_config"]
+    shipped = json.loads((tiny_export.engines / "manifest.json").read_text())["model_config"]
     assert config_to_dict(PRESETS["tiny"]()) == shipped
     assert "source" not in shipped["model"]["vocoder"]
     cfg = PRESETS["tiny"]()
@@ -134,7 +134,9 @@ def test_a_config_without_a_source_is_written_as_before() -> None:
         config_from_dict(written, "test")
 
 
-def test_the_sine_vocoder_exports_and_its_runner_streams_the_phase(tmp_path: Path) -> None:
+def test_the_sine_vocoder_exports_and_its_runner_streams_the_phase(
+    tmp_path: Path, tiny_export: TinyExport
+) -> None:
     """The ONNX graph takes and gives the phase, passes the verify check, and the engine
     runner streamed over uneven chunks matches torch's ``step`` and one-shot."""
     from venus.export.model.init import init_model
@@ -145,7 +147,7 @@ def test_the_sine_vocoder_exports_and_its_runner_streams_the_phase(tmp_path: Pat
     assert model.vocoder.source is not None
     with torch.no_grad():  # voiced throughout: the phase counts everywhere
         model.vocoder.source.head.proj.bias[1] = 4.0
-    entry, runner = exported_vocoder(model, tmp_path)
+    entry, runner = exported_vocoder(model, tmp_path, tiny_export.engines)
     convs = len(model.vocoder.convs)
     assert [t.name for t in entry.inputs][:3] == ["mel", "past_phase", "past_conv.0"]
     assert [t.name for t in entry.outputs][:3] == ["pcm", "present_phase", "present_conv.0"]

@@ -16,15 +16,16 @@ from venus.export.onnx.manifest import component_entry
 from venus.export.onnx.specs import graph_specs
 from venus.export.onnx.verify import FP32_TOLERANCE, check_component
 
-DEMO = Path(__file__).resolve().parents[2] / "demo" / "engines" / "tiny"
 
-
-def exported_vocoder(model: VenusModel, out: Path) -> tuple[ComponentEntry, VocoderRunner]:
+def exported_vocoder(
+    model: VenusModel, out: Path, base: Path
+) -> tuple[ComponentEntry, VocoderRunner]:
     """``model``'s vocoder graph in ``out`` (its manifest entry), checked against torch by
-    ``venus export --verify``'s check, and a CPU runner on it."""
+    ``venus export --verify``'s check (on ``base``'s manifest, the untrained tiny engines'),
+    and a CPU runner on it."""
     spec = next(s for s in graph_specs(model) if s.name == "vocoder")
     entry = component_entry(out, export_graph(spec, model.cfg, out), "fp32", None)
-    manifest = replace(load_manifest(DEMO), components={"vocoder": entry})
+    manifest = replace(load_manifest(base), components={"vocoder": entry})
     check = check_component(out, manifest, "vocoder", model, seed=7)
     assert check.result == "pass" and check.rel <= FP32_TOLERANCE, check
     session = open_component(out, "vocoder", entry, EngineOptions(providers=("cpu",)), ["cpu"])
