@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TinyExport
 from support.frontend import config, read_wav
 from support.scripted import Scripted
 
@@ -279,10 +280,13 @@ def stable(done: OfflineRun) -> list[dict[str, object]]:
     return rows
 
 
-def test_venus_run_offline_takes_a_policy_and_only_offline(tmp_path: Path) -> None:
+def test_venus_run_offline_takes_a_policy_and_only_offline(
+    tmp_path: Path, tiny_export: TinyExport
+) -> None:
+    """On untrained engines, which listen throughout, the VAD policy answers the turn."""
     venus = Path(sys.executable).with_name("venus")
     wav = speech_wav(tmp_path / "in.wav", 3, (TURN,))
-    args = [str(venus), "run", "--engines", str(TINY), "--policy", "vad"]
+    args = [str(venus), "run", "--engines", str(tiny_export.engines), "--policy", "vad"]
 
     def call(*more: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
