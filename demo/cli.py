@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 import wave
 from pathlib import Path
@@ -32,7 +33,7 @@ with venus, with the harness and capabilities behind them (the built-ins, and st
 answering as the scenario's data says): CPU only, no microphone, no broker, no
 configuration file. Prints a line per chunk, a summary and what the assistant did about
 each turn, and writes the offline outputs of `venus run --offline` to --out DIR, with
-items.jsonl (the delegations) and the journal."""
+items.jsonl (the delegations) and the journal (each run starts a fresh one)."""
 
 SESSION = "demo"
 
@@ -87,6 +88,7 @@ def _demo(args: argparse.Namespace) -> int:
     journal = out / "journal.sqlite3"
     for stale in (journal, *(journal.with_name(journal.name + s) for s in ("-wal", "-shm"))):
         stale.unlink(missing_ok=True)  # each run starts with an empty journal
+    shutil.rmtree(journal.with_suffix(".evidence"), ignore_errors=True)  # and its evidence
     with (
         as_file(data / "engines" / "tiny") as engines_dir,
         as_file(data / "scenario" / "scenario.wav") as wav,

@@ -94,12 +94,13 @@ def _turn(
         met = action_met(e.get("action"), outcome)
         wants = f"; the data's assistant: {str(e['action']).replace('_', ' ')}"
         return Moment(start, str(e["kind"]), heard + did + wants, met)
-    over = any(start + TOLERANCE_S < s.start_s < stop - TOLERANCE_S for s in speech)
+    # speaking while the user speaks: a reply begun in the turn, or one running into it
+    over = any(s.start_s < stop - TOLERANCE_S and s.end_s > start + TOLERANCE_S for s in speech)
     onset = next(
         (s.start_s for s in speech if stop - TOLERANCE_S <= s.start_s <= stop + ANSWER_WITHIN_S),
         None,
     )
-    quiet = "started talking over it" if over else "quiet while the user spoke"
+    quiet = "talked over it" if over else "quiet while the user spoke"
     if onset is None:
         answer = f"no answer within {ANSWER_WITHIN_S:g} s"
     else:

@@ -206,7 +206,11 @@ def bench_harness(
 
     bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
     harness = Harness.open(journal, [builtin_transport(), bench])
-    harness.start(resume=False)
+    try:
+        harness.start(resume=False)
+    except BaseException:
+        harness.stop()
+        raise
 
     def made_at(item_id: str) -> int | None:
         item = harness.core.journal.find(item_id)

@@ -8,14 +8,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # folder -> venus subpackages it must never import
 FORBIDDEN = {
-    "hw": {"engines", "capabilities", "daemon", "export", "datagen", "evaluation"},
-    "engines": {"hw", "capabilities", "daemon", "export", "datagen", "evaluation"},
-    "capabilities": {"hw", "engines", "daemon", "export", "datagen", "evaluation"},
-    "daemon": {"export", "datagen", "evaluation", "train"},
-    "datagen": {"hw", "engines", "daemon", "export", "evaluation", "train"},  # offline
-    "evaluation": {"export", "train"},  # runs the daemon's offline path; never torch
+    "hw": {"engines", "capabilities", "daemon", "export", "datagen", "evaluation", "demo"},
+    "engines": {"hw", "capabilities", "daemon", "export", "datagen", "evaluation", "demo"},
+    "capabilities": {"hw", "engines", "daemon", "export", "datagen", "evaluation", "demo"},
+    "daemon": {"export", "datagen", "evaluation", "train", "demo"},
+    "datagen": {"hw", "engines", "daemon", "export", "evaluation", "train", "demo"},  # offline
+    "evaluation": {"export", "train", "demo"},  # runs the daemon's offline path; never torch
     # offline, torch; shares the model, engines, data; evaluation's recogniser measures the voice
-    "train": {"daemon"},
+    "train": {"daemon", "demo"},
     # venus demo: the daemon's offline path with the evaluation's harness; never torch
     "demo": {"export", "train"},
     "venus": set(),

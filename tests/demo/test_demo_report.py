@@ -86,8 +86,19 @@ def test_an_assistant_that_talks_over_the_user_and_stops_for_nothing() -> None:
     spans = [((request["start_s"] + request["end_s"]) / 2, interruption["end_s"] + 3.0)]
     moments = behaviour(data, [], speaking(audio, spans), RATE, {})
     asked = next(m for m in moments if m.at_s == request["start_s"])
-    assert asked.met is False and "started talking over it" in asked.line
+    assert asked.met is False and "talked over it" in asked.line
     cut_in = next(m for m in moments if m.what == "interruption")
     assert (
         cut_in.met is False and "kept talking" in cut_in.line and "revise response" in cut_in.line
     )
+
+
+def test_a_reply_that_runs_into_the_next_turn_talks_over_it() -> None:
+    """Speech begun before the user's turn and still going in it is talking over it,
+    however early it began."""
+    data, audio = scenario()
+    question = next(e for e in data["events"] if e["kind"] == "question")
+    spans = [(question["start_s"] - 3.0, question["start_s"] + 1.0)]
+    moments = behaviour(data, [], speaking(audio, spans), RATE, {})
+    asked = next(m for m in moments if m.at_s == question["start_s"])
+    assert asked.met is False and "talked over it" in asked.line

@@ -248,7 +248,7 @@ def test_the_model_policy_is_the_default_byte_for_byte(
     scripted_export: Scripted, tmp_path: Path
 ) -> None:
     """On the scripted engines (an answer, then a yield that cuts it) and on the shipped
-    tiny ones pushed to speak (sampled text and speech: the random streams)."""
+    tiny ones pushed to speak (sampled text and speech)."""
     tiny = config(TINY)
     tiny = dataclasses.replace(tiny, model=dataclasses.replace(tiny.model, listen_bias=-2.0))
     scripted = config(scripted_export.engines, speech_tokens_per_chunk=SPEECH_TOKENS)

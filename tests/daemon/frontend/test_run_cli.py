@@ -72,8 +72,15 @@ def test_venus_demo_writes_every_output_and_says_what_the_assistant_did(
     valid = sum(d["valid"] for line in lines for d in json.loads(line)["delegations"])
     items = (out / "items.jsonl").read_text().splitlines()
     assert len(items) == valid <= made and (out / "journal.sqlite3").is_file()
-    again = venus("demo", "--out", "out", "--quiet", cwd=tmp_path)  # a fresh journal each run
-    assert again.returncode == 0 and "chunk    1/" not in again.stdout
+    # each run starts a fresh journal: a stale one (here not even SQLite) and its
+    # evidence are replaced, not opened
+    (out / "journal.sqlite3").write_text("not a journal")
+    (out / "journal.evidence").mkdir(exist_ok=True)
+    (out / "journal.evidence" / "stale").write_text("x")
+    again = venus("demo", "--out", "out", "--quiet", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "chunk    1/" not in again.stdout
+    assert not (out / "journal.evidence" / "stale").exists()
     assert len((out / "items.jsonl").read_text().splitlines()) == len(items)
 
 
