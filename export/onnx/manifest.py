@@ -171,5 +171,6 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
         "steps": train.get("steps"),
         "preset": model.get("preset"),
         "recipe_sha256": hashlib.sha256(recipe.read_bytes()).hexdigest() if settings else None,
+        "recipe": settings or None,  # the resolved recipe, as its TOML tables
         "validation": figures,
     }

@@ -205,6 +205,7 @@ def test_the_manifest_records_how_a_checkpoint_was_trained(tmp_path: Path) -> No
     assert record == {
         "by": "venus train", "step": 20, "steps": 40, "preset": "small",
         "recipe_sha256": hashlib.sha256(recipe).hexdigest(),
+        "recipe": {"model": {"preset": "small"}, "train": {"steps": 40}},
         "validation": {"text_accuracy": 0.1235},
     }  # fmt: skip
     (tmp_path / "train" / "recipe.toml").write_text("[train\n")
