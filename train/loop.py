@@ -37,6 +37,7 @@ from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
 from venus.train.augment import MelAugment, augmented
 from venus.train.batch import Batch, Losses, collate, forward_losses
+from venus.train.clip import clip_gradients
 from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
 from venus.train.data import (
     Builder,
@@ -283,10 +284,11 @@ def train(
     where = resolve_device(device, write)  # before minutes of loading
     run = _open(cfg, data, out, write, voice, jobs, init)
     held = run.validation or run.train[:8]
-    model, listen, params = _model(run, cfg, where)
+    model, listen, groups = _model(run, cfg, where)
     measure = partial(evaluate, control=run.control, size=cfg.batch_size,
                       speech_ids=run.speech_ids, listen=listen)  # fmt: skip
-    optim = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    optim = torch.optim.AdamW([p for g in groups.values() for p in g], lr=cfg.learning_rate,
+                              weight_decay=cfg.weight_decay)  # fmt: skip
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
     history = run.work / "history.jsonl"
     if run.state is not None:
@@ -313,7 +315,7 @@ def train(
                                     generator=_draws(step, cfg, where))  # fmt: skip
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        clip_gradients(groups, cfg.clip)
         optim.step()
         sched.step()
         step += 1
@@ -409,9 +411,9 @@ def resolve_device(name: str, write: Callable[[str], None] = lambda _s: None) ->
 
 def _model(
     run: _Run, cfg: TrainConfig, device: torch.device
-) -> tuple[VenusModel, ListenHead | None, list[torch.nn.Parameter]]:
+) -> tuple[VenusModel, ListenHead | None, dict[str, list[torch.nn.Parameter]]]:
     """The initial model (with the voice's flow decoder and vocoder) on ``device``, the
-    listening head (with ``ctc_weight``) and what is trained."""
+    listening head (with ``ctc_weight``) and what is trained, by component."""
     model = VenusModel(run.model_cfg)
     init_model(model, cfg.seed)
     if run.voice_dir is not None:
@@ -420,12 +422,15 @@ def _model(
     if run.init is not None:
         warm_start(model, run.init, trained)
     model.to(device)
-    params = [p for name, p in model.named_parameters() if name.split(".")[0] in trained]
+    groups: dict[str, list[torch.nn.Parameter]] = {}
+    for name, p in model.named_parameters():
+        if name.split(".")[0] in trained:
+            groups.setdefault(name.split(".")[0], []).append(p)
     listen = None
     if cfg.ctc_weight > 0:
         listen = ListenHead(run.model_cfg.audio.d_model).to(device)
-        params += list(listen.parameters())
-    return model, listen, params
+        groups["listen"] = list(listen.parameters())
+    return model, listen, groups
 
 
 def _step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str, float]:
