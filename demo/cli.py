@@ -16,11 +16,13 @@ import shutil
 import sys
 import wave
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from venus.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["demo_meta", "register"]
 
@@ -157,7 +159,9 @@ def demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
             "weights": trained, "weights_said": said}  # fmt: skip
 
 
-def _read_mono(path: Path) -> tuple[np.ndarray[Any, np.dtype[np.float32]], int]:
+def _read_mono(path: Path) -> tuple[npt.NDArray[np.float32], int]:
+    import numpy as np
+
     with wave.open(str(path), "rb") as w:
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
         return (pcm.astype(np.float32) / 32768.0), w.getframerate()
