@@ -14,15 +14,10 @@ import json
 import logging
 import shutil
 import sys
-import wave
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from venus.errors import ConfigError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
 
 __all__ = ["demo_meta", "register"]
 
@@ -70,6 +65,7 @@ def _demo(args: argparse.Namespace) -> int:
     from importlib.resources import as_file, files
 
     from venus.daemon.frontend.offline import run_offline
+    from venus.daemon.frontend.outputs import read_wav_mono
     from venus.daemon.frontend.session import engine_options
     from venus.daemon.frontend.summary import render
     from venus.daemon.run_cli import progress_printer, with_engine_schedule
@@ -127,7 +123,7 @@ def _demo(args: argparse.Namespace) -> int:
             )
     items = journal_items(journal, SESSION)
     write_items(out / "items.jsonl", items)
-    said, rate = _read_mono(out / "output.wav")
+    said, rate = read_wav_mono(out / "output.wav")
     names = {str(i["item_id"]): str(i["capability"]) for i in items}
     moments = behaviour(scenario, done.records, said, rate, names)
     summary = json.loads((out / "summary.json").read_text())
@@ -157,11 +153,3 @@ def demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
                    if isinstance(first, int | float) else "") + ".")  # fmt: skip
     return {"engines": "tiny (shipped with venus)", "trained": trained is not None,
             "weights": trained, "weights_said": said}  # fmt: skip
-
-
-def _read_mono(path: Path) -> tuple[npt.NDArray[np.float32], int]:
-    import numpy as np
-
-    with wave.open(str(path), "rb") as w:
-        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
-        return (pcm.astype(np.float32) / 32768.0), w.getframerate()

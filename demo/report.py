@@ -116,12 +116,15 @@ def _reply_from(records: Sequence[ChunkRecord], from_s: float) -> str:
     first = next((r for r in records if r.start_s >= from_s and r.reply_id is not None), None)
     if first is None:
         return ""
-    text = "".join(r.text for r in records if r.reply_id == first.reply_id).strip()
+    return _cut("".join(r.text for r in records if r.reply_id == first.reply_id).strip())
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 3] + "..."
 
 
 def _quote(text: str) -> str:
-    return repr(text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 3] + "...")
+    return repr(_cut(text))
 
 
 def _args(arguments: Mapping[str, Any] | None) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-import wave
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from support.frontend import chunk_record
 
+from venus.daemon.frontend.outputs import read_wav_mono
 from venus.daemon.frontend.timeline import DelegationRecord, ResultRecord
 from venus.demo.report import behaviour, render_behaviour
 from venus.evaluation.vad import model_segments
@@ -25,9 +25,9 @@ RATE = 16_000
 
 def scenario() -> tuple[dict[str, Any], npt.NDArray[np.float32]]:
     data = json.loads((SCENARIO / "scenario.json").read_text())
-    with wave.open(str(SCENARIO / "scenario.wav"), "rb") as w:
-        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2")
-    return data, pcm.astype(np.float32) / 32768.0
+    audio, rate = read_wav_mono(SCENARIO / "scenario.wav")
+    assert rate == RATE
+    return data, audio
 
 
 def speaking(audio: npt.NDArray[np.float32], spans: list[tuple[float, float]]) -> Any:
