@@ -1,7 +1,7 @@
 """Other voices from the same samples: the log-mel of a training batch, changed per row.
 
-The held-out set is spoken by voices the training set never has (docs/training.md), and
-the model hears them worse than its own (the fifth round: a reply's first chunk right on
+The held-out set is spoken by voices the training set never has, and the model hears
+them worse than its own (docs/training-log.md, the fifth round: a reply's first chunk right on
 93% of the training split, the first token on 59% of held-out reply starts). Three
 changes of the features, each one a row's draw, make each step's voices a little other
 than the data's:

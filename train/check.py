@@ -2,7 +2,7 @@
 
 `venus train` validates on a split of its own training set, spoken by the training
 voices. The held-out set's voices are what the daemon is judged on, and its figures part
-from the training split's (docs/training.md, fourth round: a reply's first chunk right
+from the training split's (docs/training-log.md, fourth round: a reply's first chunk right
 on 93% of the training split, the first token on 59% of held-out reply starts). This
 runs the same measure (``validation.evaluate``: control, turns, text, a reply's first
 chunk; with ``--voice`` the speech decoder teacher-forced and closed loop) on every
@@ -50,7 +50,7 @@ def validate(
     """The validation figures (``evaluate``) of ``checkpoint`` over every sample of
     ``data``; with ``voice`` (the one it was trained with) the speech decoder's too; with
     ``by_category`` also each category's apart (``by_category``: name -> figures), since
-    the categories ask different things (docs/training.md, seventh round)."""
+    the categories ask different things (docs/training-log.md, seventh round)."""
     tok_path = checkpoint / "tokenizer.json"
     if not (checkpoint / "config.json").is_file() or not tok_path.is_file():
         raise TrainConfigError(

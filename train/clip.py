@@ -3,7 +3,7 @@
 ``"all"`` (the default, what every recipe so far used) clips the gradient of every
 trained parameter together to a norm of 1. Then the largest gradient sets the scale of
 all: when the speech decoder's or the text's is large, the listening head's CTC gradient
-on the audio encoder is scaled down with it (docs/training.md, third round: the same CTC
+on the audio encoder is scaled down with it (docs/training-log.md, third round: the same CTC
 alone reached 75% CER in 375 steps, jointly it sat on its plateau for 600).
 ``"component"`` clips each trained component (``audio_encoder``, ``backbone``, ...) and
 the listening head apart, each to a norm of 1, so no component's gradient shrinks

@@ -26,6 +26,7 @@ key or a bad value is an error naming it.
     speech_grad = false      # whether the speech loss also trains the backbone
     speech_sampling = 0.0    # share of fed units replaced by the decoder's own (ramped)
     ctc_weight = 0.0         # the listening loss (CTC over the user's words, heard.py)
+    listen_only = false      # train the audio encoder and listening head alone (listen.py)
     clip = "all"             # gradient clipping to norm 1: "all" together, "component" apart
     mel_warp = 0.0           # log-mel augmentation (augment.py): vocal tract warp 1 +- w,
     mel_gain_db = 0.0        #   loudness +- dB,
@@ -71,6 +72,7 @@ class TrainConfig:
     speech_grad: bool = False
     speech_sampling: float = 0.0
     ctc_weight: float = 0.0
+    listen_only: bool = False
     clip: str = "all"
     mel_warp: float = 0.0
     mel_gain_db: float = 0.0
@@ -90,8 +92,8 @@ SECTION_OF = {
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
                             "weight_decay", "decision_weight", "turn_weight", "reply_weight",
                             "max_text_tokens", "crop", "speech_weight", "speech_grad",
-                            "speech_sampling", "ctc_weight", "clip", "mel_warp", "mel_gain_db",
-                            "mel_freq_masks", "checkpoint_every", "threads")},
+                            "speech_sampling", "ctc_weight", "listen_only", "clip", "mel_warp",
+                            "mel_gain_db", "mel_freq_masks", "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
 
@@ -134,6 +136,10 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),
         (0.0 <= cfg.speech_sampling <= 1.0, "train.speech_sampling must be in [0, 1]"),
         (cfg.ctc_weight >= 0, "train.ctc_weight must be >= 0"),
+        (
+            not cfg.listen_only or cfg.ctc_weight > 0,
+            "train.listen_only trains the listening head: set train.ctc_weight > 0",
+        ),
         (cfg.clip in CLIP_MODES, f"train.clip must be one of {', '.join(CLIP_MODES)}"),
         (0.0 <= cfg.mel_warp < 0.5, "train.mel_warp must be in [0, 0.5)"),
         (0.0 <= cfg.mel_gain_db <= 40.0, "train.mel_gain_db must be in [0, 40]"),

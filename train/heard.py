@@ -1,6 +1,6 @@
 """The listening loss: CTC on the audio encoder's frames over the user's words.
 
-The tiny model often answers another question than the one asked (docs/training.md,
+The tiny model often answers another question than the one asked (docs/training-log.md,
 "Second round"): the decision and text losses reach the audio encoder only through the
 backbone, and say little about which words were spoken. This auxiliary loss says it
 directly. A linear head (``ListenHead``) reads the encoder's 50 Hz frames (before the
@@ -49,6 +49,7 @@ BLANK = 0
 PRE_S = 0.1  # frames read before a turn's start
 POST_S = 0.3  # and after its end (the encoder sees only the past: the last word needs it)
 SPEAKER = "user"
+ROUNDING = 1e-6  # frames (turn_frames)
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,11 @@ def turn_frames(h: Heard, chunks: int, frames_per_chunk: int, chunk_s: float) ->
     """The encoder frames [lo, hi) read for turn ``h`` of a ``chunks``-chunk example:
     from ``PRE_S`` before it to ``POST_S`` after it, within the example."""
     pre, post = PRE_S / chunk_s * frames_per_chunk, POST_S / chunk_s * frames_per_chunk
-    lo = max(0, math.floor(h.start * frames_per_chunk - pre))
-    return lo, min(chunks * frames_per_chunk, math.ceil(h.end * frames_per_chunk + post))
+    # Within ROUNDING of a frame's edge is on it: a turn's span in another example's chunk
+    # units (``shifted``) has its float error and must read the same frames.
+    lo = max(0, math.floor(h.start * frames_per_chunk - pre + ROUNDING))
+    hi = math.ceil(h.end * frames_per_chunk + post - ROUNDING)
+    return lo, min(chunks * frames_per_chunk, hi)
 
 
 def heard_loss(

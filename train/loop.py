@@ -49,12 +49,20 @@ from venus.train.data import (
     sample_texts,
 )
 from venus.train.heard import ListenHead
-from venus.train.runlog import append, pyplot, same_recipe, save_state, truncate_history
+from venus.train.listen import listen_losses, listening_line, measure_listening, segments
+from venus.train.progress import plot_history, step_line, step_record
+from venus.train.runlog import append, same_recipe, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
 from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
-from venus.train.warm import init_identity, take_tokenizer, warm_start
+from venus.train.warm import (
+    init_identity,
+    init_record,
+    take_listen_head,
+    take_tokenizer,
+    warm_start,
+)
 
 __all__ = ["TRAINED", "TrainResult", "resolve_device", "split", "train"]
 
@@ -235,8 +243,10 @@ def _open(
         train_recs + val_recs,
         build,
         progress=loading,
-        image_size=vision.image_size if vision is not None else 0,
-        units=None if voice is None else partial(decided_units, codebook=voice.codebook),
+        image_size=vision.image_size if vision is not None and not cfg.listen_only else 0,
+        units=None
+        if voice is None or cfg.listen_only
+        else partial(decided_units, codebook=voice.codebook),
         jobs=jobs,
     )
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
@@ -285,8 +295,7 @@ def train(
     run = _open(cfg, data, out, write, voice, jobs, init)
     held = run.validation or run.train[:8]
     model, listen, groups = _model(run, cfg, where)
-    measure = partial(evaluate, control=run.control, size=cfg.batch_size,
-                      speech_ids=run.speech_ids, listen=listen)  # fmt: skip
+    forward, measure, line = _objective(run, cfg, model, listen, held, where)
     optim = torch.optim.AdamW([p for g in groups.values() for p in g], lr=cfg.learning_rate,
                               weight_decay=cfg.weight_decay)  # fmt: skip
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
@@ -300,19 +309,14 @@ def train(
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
         truncate_history(history, step)
     else:
-        step, baseline = 0, measure(model, held)
+        step, baseline = 0, measure()
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
     resumed_from, metrics = step, baseline
     model.train()
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            batch = _step_batch(run, step, cfg).to(where)
-            losses = forward_losses(model, batch, run.control, cfg.decision_weight,
-                                    cfg.speech_weight, cfg.speech_grad,
-                                    cfg.turn_weight, listen, cfg.ctc_weight,
-                                    cfg.reply_weight, speech_sampling=_sampling(step, cfg),
-                                    generator=_draws(step, cfg, where))  # fmt: skip
+            losses = forward(step)
             optim.zero_grad(set_to_none=True)
             losses.total.backward()  # type: ignore[no-untyped-call]
         clip_gradients(groups, cfg.clip)
@@ -320,15 +324,15 @@ def train(
         sched.step()
         step += 1
         total = float(losses.total.detach())
-        append(history, _step_record(step, total, losses, float(sched.get_last_lr()[0])))
+        append(history, step_record(step, total, losses, float(sched.get_last_lr()[0])))
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
             rate = (shown - began) / max(1, step - resumed_from)
-            write(_step_line(step, cfg.steps, total, losses, rate))
+            write(step_line(step, cfg.steps, total, losses, rate))
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            metrics = measure(model, held)
+            metrics = measure()
             append(history, {"step": step, "validation": metrics})
-            write(validation_line(step, metrics))
+            write(line(step, metrics))
             state = {"model": model.state_dict(), "optim": optim.state_dict(),
                      "sched": sched.state_dict(), "step": step, "baseline": baseline,
                      "recipe": run.recipe, "data": str(data.resolve()),
@@ -340,6 +344,51 @@ def train(
     if step == cfg.steps:
         write(f"train: wrote the checkpoint {out} (export it with `venus export {out}`)")
     return TrainResult(out, step, resumed_from, metrics, baseline)
+
+
+Objective = tuple[
+    Callable[[int], Losses], Callable[[], dict[str, float]], Callable[[int, dict[str, float]], str]
+]
+
+
+def _objective(
+    run: _Run,
+    cfg: TrainConfig,
+    model: VenusModel,
+    listen: ListenHead | None,
+    held: list[Example],
+    where: torch.device,
+) -> Objective:
+    """What a step computes (step -> losses), the validation (-> figures) and its line:
+    the whole model's losses, or with ``listen_only`` the listening loss alone on the
+    user's turns (``listen.py``; ``batch_size`` turns a step)."""
+    if cfg.listen_only:
+        assert listen is not None  # parse_train_config: listen_only needs ctc_weight
+        turns, held_turns = segments(run.train, model), segments(held, model)
+        if not turns or not held_turns:
+            raise TrainConfigError(
+                f"train.listen_only: the data has no whole user turn to hear "
+                f"({len(turns)} in training, {len(held_turns)} held out)"
+            )
+
+        def heard(step: int) -> Losses:
+            idx = _batch_indices(step, len(turns), cfg.batch_size, cfg.seed)
+            return listen_losses(model, listen, [turns[i] for i in idx])
+
+        size = max(cfg.batch_size, 32)
+        return heard, partial(measure_listening, model, listen, held_turns, size), listening_line
+
+    def whole(step: int) -> Losses:
+        batch = _step_batch(run, step, cfg).to(where)
+        return forward_losses(model, batch, run.control, cfg.decision_weight,
+                              cfg.speech_weight, cfg.speech_grad, cfg.turn_weight, listen,
+                              cfg.ctc_weight, cfg.reply_weight,
+                              speech_sampling=_sampling(step, cfg),
+                              generator=_draws(step, cfg, where))  # fmt: skip
+
+    measure = partial(evaluate, model, held, control=run.control, size=cfg.batch_size,
+                      speech_ids=run.speech_ids, listen=listen)  # fmt: skip
+    return whole, measure, validation_line
 
 
 def _write_checkpoint(
@@ -364,6 +413,8 @@ def _write_checkpoint(
     doc: dict[str, Any] = {"step": step, "validation": metrics, "baseline": baseline}
     if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
         doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
+    if run.init is not None:  # what the run started from (the engines' manifest says it)
+        doc["init"] = init_record(run.init)
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
@@ -418,9 +469,11 @@ def _model(
     init_model(model, cfg.seed)
     if run.voice_dir is not None:
         load_voice_weights(model, run.voice_dir)
-    trained = TRAINED if run.voice is None else TRAINED_WITH_VOICE
+    trained: tuple[str, ...] = TRAINED if run.voice is None else TRAINED_WITH_VOICE
     if run.init is not None:
         warm_start(model, run.init, trained)
+    if cfg.listen_only:
+        trained = ("audio_encoder",)
     model.to(device)
     groups: dict[str, list[torch.nn.Parameter]] = {}
     for name, p in model.named_parameters():
@@ -428,69 +481,15 @@ def _model(
             groups.setdefault(name.split(".")[0], []).append(p)
     listen = None
     if cfg.ctc_weight > 0:
-        listen = ListenHead(run.model_cfg.audio.d_model).to(device)
+        listen = ListenHead(run.model_cfg.audio.d_model)
+        if run.init is not None:
+            take_listen_head(run.init, listen)
+        listen.to(device)
         groups["listen"] = list(listen.parameters())
     return model, listen, groups
-
-
-def _step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str, float]:
-    record = {"step": step, "loss": round(total, 5), "lr": lr,
-              "decision_loss": round(float(losses.decision), 5),
-              "text_loss": round(float(losses.text), 5)}  # fmt: skip
-    if losses.speech is not None:
-        record["speech_loss"] = round(float(losses.speech), 5)
-    if losses.heard is not None:
-        record["ctc_loss"] = round(float(losses.heard.loss.detach()), 5)
-    return record
-
-
-def _step_line(step: int, steps: int, total: float, losses: Losses, rate: float) -> str:
-    speech = "" if losses.speech is None else f", speech {float(losses.speech):.3f}"
-    if losses.heard is not None:
-        speech += f", ctc {float(losses.heard.loss.detach()):.3f}"
-    return (
-        f"train: step {step}/{steps} loss {total:.3f} (decision {float(losses.decision):.3f}, "
-        f"text {float(losses.text):.3f}{speech}), {rate:.2f} s/step, "
-        f"ETA {rate * (steps - step):.0f} s"
-    )
 
 
 def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:
     """The resumable state, atomically, and the curves so far."""
     save_state(path, state)
     plot_history(history, path.parent / "loss.png")
-
-
-def plot_history(history: Path, png: Path) -> bool:
-    """Training losses per step and validation figures per checkpoint, as a PNG; False
-    (and a warning) without matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
-    steps = [r for r in rows if "loss" in r]
-    vals = [r for r in rows if "validation" in r]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text"),
-                       ("speech_loss", "speech"), ("ctc_loss", "listening (CTC)")):  # fmt: skip
-        have = [r for r in steps if key in r]
-        if have:
-            a.plot([r["step"] for r in have], [r[key] for r in have], label=label, linewidth=0.8)
-    a.set_xlabel("step")
-    a.set_ylabel("training loss")
-    a.legend()
-    for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
-                "text_accuracy", "opening_accuracy", "first_token_accuracy", "speech_accuracy",
-                "speech_closed_accuracy", "heard_cer"):  # fmt: skip
-        have = [r for r in vals if key in r["validation"]]
-        if have:
-            b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",
-                   label=key.replace("_", " "))  # fmt: skip
-    b.set_xlabel("step")
-    b.set_ylabel("validation")
-    b.set_ylim(0, 1)
-    b.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=90, metadata={"Software": None})
-    plt.close(fig)
-    return True

@@ -21,7 +21,7 @@ and the daemon decodes no speech for it: it is left out here too. A reply cut by
 
 Teacher forcing feeds the decoder the data's units, the daemon its own (exposure bias:
 the fifth round measured 95% of the units right teacher-forced and 85% closed loop,
-docs/training.md). Two remedies here:
+docs/training-log.md). Two remedies here:
 
 - ``scheduled``: scheduled sampling for a parallel decoder (Mihaylova & Martins, 2019,
   "Scheduled Sampling for Transformers"): a first pass without gradient gives the

@@ -9,24 +9,45 @@ training one on its data. Shapes must match: the recipe's preset must be ``CKPT`
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import torch
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (JetPack 6)
+    import tomli as tomllib
 
 from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import VenusError
 from venus.export.checkpoint import load_model
 from venus.export.model.venus import VenusModel
 from venus.train.config import TrainConfigError
+from venus.train.heard import ListenHead
 
-__all__ = ["init_identity", "take_tokenizer", "warm_start"]
+__all__ = ["init_identity", "init_record", "take_listen_head", "take_tokenizer", "warm_start"]
 
 
 def init_identity(init: Path | None) -> str | None:
     """What a resumed run must find again (None: no ``--init``)."""
     return None if init is None else str(init.resolve())
+
+
+def init_record(init: Path) -> dict[str, Any]:
+    """How ``init`` was trained, for the run's ``train/metrics.json``: its step and its
+    resolved recipe (TOML tables) when it is a `venus train` output, else None for both."""
+    step, recipe = None, None
+    try:
+        step = json.loads((init / "train" / "metrics.json").read_text("utf-8"))["step"]
+        recipe = tomllib.loads((init / "train" / "recipe.toml").read_text("utf-8"))
+    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        pass  # `venus init`, a converted model: no training record
+    return {"path": str(init.resolve()), "step": step, "recipe": recipe}
 
 
 def take_tokenizer(init: Path, to: Path) -> None:
@@ -58,3 +79,25 @@ def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
                     "this recipe's model; start from a checkpoint of the recipe's preset"
                 )
             tensor.copy_(other)
+
+
+def take_listen_head(init: Path, head: ListenHead) -> bool:
+    """``head`` takes the listening head of ``init``'s run state; False (and ``head``
+    unchanged) when there is none (a checkpoint trained without ``ctc_weight``, or copied
+    without its ``train/``)."""
+    path = init / "train" / "state.pt"
+    if not path.is_file():
+        return False
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False).get("listen")
+    except Exception as e:  # torch.load raises several kinds on a damaged file
+        raise TrainConfigError(f"--init {init}: {path} cannot be read ({e})") from None
+    if saved is None:
+        return False
+    try:
+        head.load_state_dict(saved)
+    except RuntimeError as e:
+        raise TrainConfigError(
+            f"--init {init}: its listening head does not fit this recipe's model ({e})"
+        ) from None
+    return True

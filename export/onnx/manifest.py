@@ -145,8 +145,9 @@ KEPT_FIGURES = ("control_accuracy", "control_chance", "turn_accuracy", "text_acc
 
 def training_record(checkpoint: Path) -> dict[str, Any] | None:
     """What the engines' manifest says of how ``checkpoint`` was trained: ``venus train``
-    leaves CKPT/train/metrics.json (the step and its validation) and recipe.toml; without
-    them (``venus init``, a converted upstream model) None. Unreadable files are named."""
+    leaves CKPT/train/metrics.json (the step, its validation and, after ``--init``, what
+    it started from) and recipe.toml; without them (``venus init``, a converted upstream
+    model) None. Unreadable files are named."""
     metrics, recipe = checkpoint / "train" / "metrics.json", checkpoint / "train" / "recipe.toml"
     if not metrics.is_file():
         return None
@@ -173,4 +174,13 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
         "recipe_sha256": hashlib.sha256(recipe.read_bytes()).hexdigest() if settings else None,
         "recipe": settings or None,  # the resolved recipe, as its TOML tables
         "validation": figures,
+        "init": _init_record(doc.get("init")),
     }
+
+
+def _init_record(init: object) -> dict[str, Any] | None:
+    """What a run started from (`venus train --init`): its step and recipe, not its path
+    (another machine's)."""
+    if not isinstance(init, dict):
+        return None
+    return {"step": init.get("step"), "recipe": init.get("recipe")}

@@ -206,8 +206,12 @@ def test_the_manifest_records_how_a_checkpoint_was_trained(tmp_path: Path) -> No
         "by": "venus train", "step": 20, "steps": 40, "preset": "small",
         "recipe_sha256": hashlib.sha256(recipe).hexdigest(),
         "recipe": {"model": {"preset": "small"}, "train": {"steps": 40}},
-        "validation": {"text_accuracy": 0.1235},
+        "validation": {"text_accuracy": 0.1235}, "init": None,
     }  # fmt: skip
+    started = {"path": "/elsewhere/listen", "step": 7, "recipe": {"train": {"steps": 7}}}
+    metrics.write_text(json.dumps({"step": 20, "validation": {}, "init": started}))
+    # what the run started from (`--init`), without the other machine's path
+    assert training_record(tmp_path)["init"] == {"step": 7, "recipe": {"train": {"steps": 7}}}  # type: ignore[index]
     (tmp_path / "train" / "recipe.toml").write_text("[train\n")
     with pytest.raises(ExportError, match=r"recipe\.toml: cannot be read"):
         training_record(tmp_path)

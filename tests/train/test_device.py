@@ -1,7 +1,7 @@
 """Where `venus train` runs: the device it resolves (a clear error for one torch cannot
 use), batches moved whole onto the model's device, and samples loaded in several
 processes equal to those loaded in one. Training on a real GPU is checked on a GPU
-machine (docs/training.md, "Fifth round"); here torch's CUDA answers are monkeypatched."""
+machine (docs/training-log.md, "Fifth round"); here torch's CUDA answers are monkeypatched."""
 
 from __future__ import annotations
 

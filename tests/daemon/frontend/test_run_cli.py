@@ -102,8 +102,8 @@ def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> N
     """demo/engines/tiny is what scripts/make-tiny-engines writes: the checkpoint `venus
     train` made with train/recipes/venus-tiny.toml as it stands (the manifest records the
     recipe it resolved; read as `venus train` reads a recipe to resume, so a key added since
-    with its default changes nothing), at its last step, every file's hash checking, in a
-    few MB."""
+    with its default changes nothing), at its last step, started from the listening stage
+    (venus-tiny-listen.toml, to its last step), every file's hash checking, in a few MB."""
     from venus.train.config import load_train_config, parse_train_config
 
     shipped_dir = REPO / "demo" / "engines" / "tiny"
@@ -117,6 +117,14 @@ def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> N
     )
     assert trained["by"] == "venus train" and trained["preset"] == recipe.preset
     assert trained["step"] == trained["steps"] == recipe.steps
+    listen = load_train_config(REPO / "train" / "recipes" / "venus-tiny-listen.toml")
+    init = trained["init"]
+    assert init is not None, "venus-tiny starts from its listening stage (--init)"
+    assert parse_train_config(init["recipe"], "the shipped manifest's init") == listen, (
+        "train/recipes/venus-tiny-listen.toml changed since demo/engines/tiny was trained: "
+        "run scripts/make-tiny-engines"
+    )
+    assert init["step"] == listen.steps
     Engines.open(shipped_dir, EngineOptions())  # every hash checks
     size = sum(p.stat().st_size for p in shipped_dir.iterdir())
     assert size < 20_000_000, f"demo/engines/tiny is {size / 1e6:.1f} MB"

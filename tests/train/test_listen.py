@@ -1,0 +1,119 @@
+"""``train.listen_only`` (train/listen.py): the audio encoder and its listening head
+trained alone on the user's turns, then handed to the full recipe by ``--init``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from support.states import assert_same_states
+
+from venus.train.config import TrainConfig
+
+
+def quick(steps: int, **kw: object) -> TrainConfig:
+    return TrainConfig(steps=steps, batch_size=3, warmup_steps=1, checkpoint_every=2,
+                       validation=0.34, threads=1, ctc_weight=1.0, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_a_turns_segment_gives_the_frames_the_whole_sample_gives_over_the_turn() -> None:
+    from venus.export.model.config import PRESETS
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+    from venus.train.heard import Heard, turn_frames
+    from venus.train.listen import segments
+
+    model = VenusModel(PRESETS["tiny"]())
+    init_model(model, 0)
+    model.eval()
+    left = model.audio_encoder.cfg.left_context_chunks
+    mel = np.random.default_rng(0).standard_normal((80, 12 * 100)).astype(np.float32)
+    early, late = Heard(0.4, 2.2, "hi", (9, 10)), Heard(6.3, 8.1, "ok", (16, 12))
+    example = SimpleNamespace(sample_id="s", mel=mel, start=0, heard=(early, late))
+    segs = segments([example], model)  # type: ignore[list-item]
+    assert [s.heard.text for s in segs] == ["hi", "ok"]
+    assert segs[0].mel.shape[1] == 3 * 100  # from the start (no earlier chunk) to 2.5 s
+    assert segs[1].mel.shape[1] == (9 - (6 - left)) * 100  # the window's chunks before it
+    with torch.no_grad():
+        whole = model.audio_encoder.encode_chunk_frames(torch.from_numpy(mel)[None])[1][0]
+        per = model.audio_encoder.frames_per_chunk
+        for seg, turn in zip(segs, (early, late), strict=True):
+            lo, hi = turn_frames(turn, 12, per, 1.0)
+            s_lo, s_hi = turn_frames(seg.heard, seg.chunks, per, 1.0)
+            assert s_hi - s_lo == hi - lo
+            mine = model.audio_encoder.encode_chunk_frames(torch.from_numpy(seg.mel)[None])[1][0]
+            torch.testing.assert_close(mine[s_lo:s_hi], whole[lo:hi], rtol=1e-5, atol=1e-5)
+
+
+def test_a_listen_only_run_trains_the_encoder_and_head_alone_and_resumes(
+    small_set: Path, tmp_path: Path
+) -> None:
+    from venus.export.checkpoint import load_model
+    from venus.train.loop import train
+
+    lines: list[str] = []
+    whole = train(quick(4, listen_only=True), small_set, tmp_path / "whole", lines.append)
+    assert set(whole.metrics) == {"ctc_loss", "heard_cer", "heard_turns"}
+    assert whole.metrics["heard_turns"] > 0
+    assert whole.metrics["ctc_loss"] < whole.baseline["ctc_loss"]  # the head learns
+    assert any("user speech CER" in line and "turns)" in line for line in lines)
+    steps = [json.loads(h) for h in (tmp_path / "whole" / "train" / "history.jsonl").open()]
+    steps = [s for s in steps if "loss" in s]
+    assert len(steps) == 4 and all("ctc_loss" in s and "text_loss" not in s for s in steps)
+    # Only the audio encoder moved: the backbone is a fresh run's initial one.
+    cold = train(quick(1, listen_only=True, learning_rate=1e-12), small_set,
+                 tmp_path / "cold", lambda _l: None)  # fmt: skip
+    assert cold.steps == 1
+    mine, fresh = load_model(tmp_path / "whole"), load_model(tmp_path / "cold")
+    for name in ("backbone", "vision_encoder", "speech_decoder"):
+        a, b = getattr(mine, name).state_dict(), getattr(fresh, name).state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    a, b = mine.audio_encoder.state_dict(), fresh.audio_encoder.state_dict()
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+    train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None,
+          stop_after=3)  # fmt: skip
+    train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None)
+    assert_same_states(tmp_path / "whole", tmp_path / "parts", ("model", "listen"))
+
+
+def test_the_full_recipe_starts_from_the_listen_only_encoder_and_head(
+    small_set: Path, tmp_path: Path
+) -> None:
+    from venus.export.checkpoint import load_model
+    from venus.train.config import TrainConfigError
+    from venus.train.loop import train
+    from venus.train.warm import take_listen_head
+
+    train(quick(4, listen_only=True), small_set, tmp_path / "listen", lambda _l: None)
+    # A step at a vanishing learning rate: what the run started from is what it saved.
+    train(quick(1, learning_rate=1e-12), small_set, tmp_path / "full", lambda _l: None,
+          init=tmp_path / "listen")  # fmt: skip
+    heard = load_model(tmp_path / "listen").audio_encoder.state_dict()
+    full = load_model(tmp_path / "full").audio_encoder.state_dict()
+    for k in heard:
+        torch.testing.assert_close(full[k], heard[k], rtol=0, atol=1e-6)
+    was = torch.load(tmp_path / "listen" / "train" / "state.pt", weights_only=False)["listen"]
+    now = torch.load(tmp_path / "full" / "train" / "state.pt", weights_only=False)["listen"]
+    for k in was:
+        torch.testing.assert_close(now[k], was[k], rtol=0, atol=1e-6)
+    # The engines' manifest says what the run started from: the listen-only recipe.
+    from venus.export.onnx.manifest import training_record
+    from venus.train.config import parse_train_config
+
+    record = training_record(tmp_path / "full")
+    assert record is not None and record["init"]["step"] == 4
+    assert parse_train_config(record["init"]["recipe"]) == quick(4, listen_only=True)
+    assert parse_train_config(record["recipe"]) == quick(1, learning_rate=1e-12)
+    assert training_record(tmp_path / "listen")["init"] is None  # type: ignore[index]
+    # A checkpoint without its run state starts a fresh head; a damaged state is named.
+    from venus.train.heard import ListenHead
+
+    head = ListenHead(64)
+    assert not take_listen_head(tmp_path, head)
+    (tmp_path / "listen" / "train" / "state.pt").write_bytes(b"not a state")
+    with pytest.raises(TrainConfigError, match=r"--init .*listen: .*state\.pt cannot be read"):
+        take_listen_head(tmp_path / "listen", head)
