@@ -130,15 +130,24 @@ def _train(args: argparse.Namespace) -> int:
         cfg, args.data, args.out, write_line,
         voice=args.voice, device=args.device, jobs=jobs, init=args.init,
     )  # fmt: skip
-    m = result.metrics
-    print(  # noqa: T201
-        f"{result.steps} steps; validation control accuracy "
-        f"{100 * m['control_accuracy']:.1f}% (chance {100 * m['control_chance']:.1f}%), "
-        f"text accuracy {100 * m['text_accuracy']:.1f}%"
-        + (f", speech accuracy {100 * m['speech_accuracy']:.1f}%" if "speech_accuracy" in m else "")
-        + f": {args.out}"
-    )
+    print(f"{result.steps} steps; validation {_figures(result.metrics)}: {args.out}")  # noqa: T201
     return 0
+
+
+def _figures(m: dict[str, float]) -> str:
+    """The run's last validation in a few words (a listen-only run has only the CER)."""
+    words = []
+    if "control_accuracy" in m:
+        words += [
+            f"control accuracy {100 * m['control_accuracy']:.1f}% "
+            f"(chance {100 * m['control_chance']:.1f}%)",
+            f"text accuracy {100 * m['text_accuracy']:.1f}%",
+        ]
+    if "speech_accuracy" in m:
+        words.append(f"speech accuracy {100 * m['speech_accuracy']:.1f}%")
+    if "heard_cer" in m:
+        words.append(f"user speech CER {100 * m['heard_cer']:.1f}%")
+    return ", ".join(words)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -48,6 +48,7 @@ from venus.train.data import (
     read_index,
     sample_texts,
 )
+from venus.train.device import resolve_device
 from venus.train.heard import ListenHead
 from venus.train.listen import listen_losses, listening_line, measure_listening, segments
 from venus.train.progress import plot_history, step_line, step_record
@@ -300,18 +301,15 @@ def train(
                               weight_decay=cfg.weight_decay)  # fmt: skip
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
     history = run.work / "history.jsonl"
+    parts = {"model": model, "optim": optim, "sched": sched, "listen": listen}
     if run.state is not None:
-        for part, saved in ((model, "model"), (optim, "optim"), (sched, "sched")):
-            part.load_state_dict(run.state[saved])
-        if listen is not None:
-            listen.load_state_dict(run.state["listen"])
-        step, baseline = run.state["step"], run.state["baseline"]
+        step, baseline, metrics = _resume(run.state, parts, history)
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
-        truncate_history(history, step)
     else:
         step, baseline = 0, measure()
+        metrics = baseline
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
-    resumed_from, metrics = step, baseline
+    resumed_from = step
     model.train()
     shown = began = time.monotonic()
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
@@ -333,13 +331,8 @@ def train(
             metrics = measure()
             append(history, {"step": step, "validation": metrics})
             write(line(step, metrics))
-            state = {"model": model.state_dict(), "optim": optim.state_dict(),
-                     "sched": sched.state_dict(), "step": step, "baseline": baseline,
-                     "recipe": run.recipe, "data": str(data.resolve()),
-                     "voice": voice_identity(run.voice_dir, run.voice),
-                     "init": init_identity(run.init),
-                     "listen": None if listen is None else listen.state_dict()}  # fmt: skip
-            _save_state(run.work / "state.pt", state, history)
+            figures = {"step": step, "baseline": baseline, "metrics": metrics}
+            _save_state(run.work / "state.pt", _state(run, data, parts, figures), history)
             _write_checkpoint(model, run, out, step, metrics, baseline)
     if step == cfg.steps:
         write(f"train: wrote the checkpoint {out} (export it with `venus export {out}`)")
@@ -431,35 +424,6 @@ def units_sha(path: Path) -> str:
     return hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]
 
 
-def resolve_device(name: str, write: Callable[[str], None] = lambda _s: None) -> torch.device:
-    """``cpu``, ``cuda`` / ``cuda:N`` (which must be there), or ``auto`` (the first GPU
-    when torch sees one, else the CPU); ``write`` is told which."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise TrainConfigError(
-            f"--device {name!r}: not a device; use auto, cpu, cuda or cuda:N"
-        ) from None
-    if device.type not in ("cpu", "cuda"):
-        raise TrainConfigError(f"--device {name!r}: venus train runs on cpu or cuda")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise TrainConfigError(
-                f"--device {name}: this torch ({torch.__version__}) sees no CUDA GPU; "
-                "use --device cpu, or a CUDA build of torch on a machine with an NVIDIA GPU"
-            )
-        if (device.index or 0) >= torch.cuda.device_count():
-            raise TrainConfigError(
-                f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s)"
-            )
-        write(f"train: on {device} ({torch.cuda.get_device_name(device)})")
-    else:
-        write("train: on the CPU")
-    return device
-
-
 def _model(
     run: _Run, cfg: TrainConfig, device: torch.device
 ) -> tuple[VenusModel, ListenHead | None, dict[str, list[torch.nn.Parameter]]]:
@@ -487,6 +451,28 @@ def _model(
         listen.to(device)
         groups["listen"] = list(listen.parameters())
     return model, listen, groups
+
+
+def _resume(
+    state: dict[str, Any], parts: dict[str, Any], history: Path
+) -> tuple[int, dict[str, float], dict[str, float]]:
+    """``parts`` as ``state`` saved them; (step, baseline, last figures); the history cut
+    back to that step."""
+    for name, part in parts.items():
+        if part is not None:
+            part.load_state_dict(state[name])
+    step, baseline = state["step"], state["baseline"]
+    truncate_history(history, step)
+    return step, baseline, state.get("metrics", baseline)  # a state saved before it was kept
+
+
+def _state(run: _Run, data: Path, parts: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """What ``state.pt`` holds: the ``parts``' state dicts (the listening head's None
+    without one), the step and figures, and what a resumed run must find again."""
+    saved = {k: None if v is None else v.state_dict() for k, v in parts.items()}
+    return saved | figures | {"recipe": run.recipe, "data": str(data.resolve()),
+                              "voice": voice_identity(run.voice_dir, run.voice),
+                              "init": init_identity(run.init)}  # fmt: skip
 
 
 def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:

@@ -117,3 +117,24 @@ def test_the_full_recipe_starts_from_the_listen_only_encoder_and_head(
     (tmp_path / "listen" / "train" / "state.pt").write_bytes(b"not a state")
     with pytest.raises(TrainConfigError, match=r"--init .*listen: .*state\.pt cannot be read"):
         take_listen_head(tmp_path / "listen", head)
+
+
+def test_venus_train_says_a_listen_only_runs_figures_and_again_on_a_finished_run(
+    small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from venus.cli import main
+
+    recipe = tmp_path / "listen.toml"
+    recipe.write_text(
+        "[data]\nvalidation = 0.34\n[train]\nsteps = 2\nbatch_size = 3\nwarmup_steps = 1\n"
+        "checkpoint_every = 2\nthreads = 1\nctc_weight = 1.0\nlisten_only = true\n"
+    )
+    args = ["train", "--config", str(recipe), "--data", str(small_set), "--out",
+            str(tmp_path / "ck"), "--device", "cpu"]  # fmt: skip
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "2 steps; validation user speech CER" in said and "control" not in said
+    cer = json.loads((tmp_path / "ck" / "train" / "metrics.json").read_text())["validation"]
+    assert f"CER {100 * cer['heard_cer']:.1f}%" in said
+    assert main(args) == 0  # resumed at its end: the last figures, not the first
+    assert capsys.readouterr().out == said
