@@ -26,7 +26,8 @@ key or a bad value is an error naming it.
     speech_grad = false      # whether the speech loss also trains the backbone
     speech_sampling = 0.0    # share of fed units replaced by the decoder's own (ramped)
     ctc_weight = 0.0         # the listening loss (CTC over the user's words, heard.py)
-    listen_only = false      # train the audio encoder and listening head alone (listen.py)
+    listen_only = false      # train the audio encoder and listening head alone (listen.py):
+                             #   the only loss, so ctc_weight's value does not matter there
     clip = "all"             # gradient clipping to norm 1: "all" together, "component" apart
     mel_warp = 0.0           # log-mel augmentation (augment.py): vocal tract warp 1 +- w,
     mel_gain_db = 0.0        #   loudness +- dB,
@@ -139,6 +140,11 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (
             not cfg.listen_only or cfg.ctc_weight > 0,
             "train.listen_only trains the listening head: set train.ctc_weight > 0",
+        ),
+        (
+            not cfg.listen_only or not (cfg.mel_warp or cfg.mel_gain_db or cfg.mel_freq_masks),
+            "train.listen_only does not augment the log-mel: leave train.mel_warp, "
+            "mel_gain_db and mel_freq_masks at 0",
         ),
         (cfg.clip in CLIP_MODES, f"train.clip must be one of {', '.join(CLIP_MODES)}"),
         (0.0 <= cfg.mel_warp < 0.5, "train.mel_warp must be in [0, 0.5)"),

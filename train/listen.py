@@ -2,7 +2,8 @@
 
 The listening loss (``heard.py``) shares the joint run with the decision, text and
 speech losses, and sat on CTC's blank plateau for 600 steps there (docs/training-log.md,
-third round); alone, it left it within 375. A listen-only run is the first of two
+third round); alone it reached 75% CER in 375 steps, and venus-tiny's listening stage
+left the plateau between steps 250 and 500 (ninth round). A listen-only run is the first of two
 stages: it trains the audio encoder and the head on the user's turns, nothing else,
 and its checkpoint starts the full recipe (``venus train --init``, which also takes the
 head from its ``train/state.pt``).

@@ -169,6 +169,7 @@ class _Run:
     voice: Voice | None = None
     voice_dir: Path | None = None
     init: Path | None = None
+    init_record: dict[str, Any] | None = None  # what ``init`` was, read when it was loaded
 
     @property
     def speech_ids(self) -> tuple[int, int] | None:
@@ -268,6 +269,7 @@ def _open(
         voice,
         voice_dir,
         init,
+        None if init is None else init_record(init),
     )
 
 
@@ -295,7 +297,7 @@ def train(
     where = resolve_device(device, write)  # before minutes of loading
     run = _open(cfg, data, out, write, voice, jobs, init)
     held = run.validation or run.train[:8]
-    model, listen, groups = _model(run, cfg, where)
+    model, listen, groups = _model(run, cfg, where, write)
     forward, measure, line = _objective(run, cfg, model, listen, held, where)
     optim = torch.optim.AdamW([p for g in groups.values() for p in g], lr=cfg.learning_rate,
                               weight_decay=cfg.weight_decay)  # fmt: skip
@@ -407,7 +409,7 @@ def _write_checkpoint(
     if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
         doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
     if run.init is not None:  # what the run started from (the engines' manifest says it)
-        doc["init"] = init_record(run.init)
+        doc["init"] = run.init_record
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
@@ -425,7 +427,7 @@ def units_sha(path: Path) -> str:
 
 
 def _model(
-    run: _Run, cfg: TrainConfig, device: torch.device
+    run: _Run, cfg: TrainConfig, device: torch.device, write: Callable[[str], None]
 ) -> tuple[VenusModel, ListenHead | None, dict[str, list[torch.nn.Parameter]]]:
     """The initial model (with the voice's flow decoder and vocoder) on ``device``, the
     listening head (with ``ctc_weight``) and what is trained, by component."""
@@ -447,7 +449,8 @@ def _model(
     if cfg.ctc_weight > 0:
         listen = ListenHead(run.model_cfg.audio.d_model)
         if run.init is not None:
-            take_listen_head(run.init, listen)
+            took = take_listen_head(run.init, listen)
+            write(f"train: the listening head {'from' if took else 'afresh, none in'} {run.init}")
         listen.to(device)
         groups["listen"] = list(listen.parameters())
     return model, listen, groups

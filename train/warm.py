@@ -41,12 +41,11 @@ def init_identity(init: Path | None) -> str | None:
 def init_record(init: Path) -> dict[str, Any]:
     """How ``init`` was trained, for the run's ``train/metrics.json``: its step and its
     resolved recipe (TOML tables) when it is a `venus train` output, else None for both."""
-    step, recipe = None, None
     try:
         step = json.loads((init / "train" / "metrics.json").read_text("utf-8"))["step"]
         recipe = tomllib.loads((init / "train" / "recipe.toml").read_text("utf-8"))
     except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError):
-        pass  # `venus init`, a converted model: no training record
+        step, recipe = None, None  # `venus init`, a converted model: no training record
     return {"path": str(init.resolve()), "step": step, "recipe": recipe}
 
 

@@ -1,9 +1,10 @@
 """The Griffin-Lim vocoder: normalised mel (50 Hz) -> 24 kHz PCM with no trained weights.
 
 The tiny model's trained HiFi-GAN vocoder does not yet speak words a recogniser hears
-(docs/training.md), while the same mel through Griffin-Lim does. So ``VocoderConfig.kind``
-"griffin_lim" swaps the network for signal processing, exported as an ONNX graph like
-any vocoder (same inputs, outputs and streaming contract, ``engines/vocoder.py``).
+(docs/training-log.md, fourth round), while the same mel through Griffin-Lim does. So
+``VocoderConfig.kind`` "griffin_lim" swaps the network for signal processing, exported as
+an ONNX graph like any vocoder (same inputs, outputs and streaming contract,
+``engines/vocoder.py``).
 
 1. **Magnitude.** The mel is de-normalised with the voice's per-bin ``mean`` and ``std``
    (buffers the voice sets, ``set_stats``), exponentiated, mapped to a magnitude spectrum

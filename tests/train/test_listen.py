@@ -74,6 +74,10 @@ def test_a_listen_only_run_trains_the_encoder_and_head_alone_and_resumes(
         assert all(torch.equal(a[k], b[k]) for k in a), name
     a, b = mine.audio_encoder.state_dict(), fresh.audio_encoder.state_dict()
     assert not all(torch.equal(a[k], b[k]) for k in a)
+    # ... and only it and the head are the optimiser's (CTC alone would leave others still).
+    state = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)
+    optimised = sum(len(g["params"]) for g in state["optim"]["param_groups"])
+    assert optimised == len(list(mine.audio_encoder.parameters())) + 2  # the head's weight, bias
     train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None,
           stop_after=3)  # fmt: skip
     train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None)
@@ -88,10 +92,12 @@ def test_the_full_recipe_starts_from_the_listen_only_encoder_and_head(
     from venus.train.loop import train
     from venus.train.warm import take_listen_head
 
+    said: list[str] = []
     train(quick(4, listen_only=True), small_set, tmp_path / "listen", lambda _l: None)
     # A step at a vanishing learning rate: what the run started from is what it saved.
-    train(quick(1, learning_rate=1e-12), small_set, tmp_path / "full", lambda _l: None,
+    train(quick(1, learning_rate=1e-12), small_set, tmp_path / "full", said.append,
           init=tmp_path / "listen")  # fmt: skip
+    assert any(line.startswith("train: the listening head from ") for line in said)
     heard = load_model(tmp_path / "listen").audio_encoder.state_dict()
     full = load_model(tmp_path / "full").audio_encoder.state_dict()
     for k in heard:
