@@ -42,7 +42,15 @@ from venus.engines.mel import hz_to_mel, mel_to_hz
 from venus.train.batch import Batch
 from venus.train.data import Example
 
-__all__ = ["MASK_BINS", "MelAugment", "augment_mel", "augmented", "warp_index", "warp_mel"]
+__all__ = [
+    "MASK_BINS",
+    "MelAugment",
+    "augment_mel",
+    "augment_seed",
+    "augmented",
+    "warp_index",
+    "warp_mel",
+]
 
 MASK_BINS: Final = 8  # the widest frequency mask (of 80 bins: Park et al.'s F = 27 is wider)
 SAMPLE_RATE: Final = 16000  # the front end's (engines/mel.py: 0 Hz to 8 kHz)
@@ -119,6 +127,12 @@ def _row_draws(
     return alpha, gain, bands
 
 
+def augment_seed(seed: int, step: int) -> int:
+    """The seed of step ``step``'s augmentation draws in a run of seed ``seed``: their own
+    stream, apart from the crops' and scheduled sampling's."""
+    return (1 << 61) + seed * 1_000_003 + step
+
+
 def augmented(
     batch: Batch, examples: list[Example], augment: MelAugment, seed: int, step: int
 ) -> Batch:
@@ -127,6 +141,6 @@ def augmented(
     sampling's. Itself when ``augment`` changes nothing."""
     if not augment:
         return batch
-    g = torch.Generator().manual_seed((1 << 61) + seed * 1_000_003 + step)
+    g = torch.Generator().manual_seed(augment_seed(seed, step))
     frames = [e.mel.shape[1] for e in examples]
     return replace(batch, mel=augment_mel(batch.mel, frames, augment, g))

@@ -141,11 +141,6 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
             not cfg.listen_only or cfg.ctc_weight > 0,
             "train.listen_only trains the listening head: set train.ctc_weight > 0",
         ),
-        (
-            not cfg.listen_only or not (cfg.mel_warp or cfg.mel_gain_db or cfg.mel_freq_masks),
-            "train.listen_only does not augment the log-mel: leave train.mel_warp, "
-            "mel_gain_db and mel_freq_masks at 0",
-        ),
         (cfg.clip in CLIP_MODES, f"train.clip must be one of {', '.join(CLIP_MODES)}"),
         (0.0 <= cfg.mel_warp < 0.5, "train.mel_warp must be in [0, 0.5)"),
         (0.0 <= cfg.mel_gain_db <= 40.0, "train.mel_gain_db must be in [0, 40]"),

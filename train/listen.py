@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from venus.export.model.venus import VenusModel
+from venus.train.augment import MelAugment, augment_mel
 from venus.train.batch import MEL_FRAMES_PER_S, Losses
 from venus.train.data import Example
 from venus.train.heard import (
@@ -42,6 +43,8 @@ from venus.train.heard import (
 )
 
 __all__ = ["Segment", "listen_losses", "listening_line", "measure_listening", "segments"]
+
+NO_AUGMENT = MelAugment()  # the log-mel as it is
 
 
 @dataclass(frozen=True)
@@ -82,20 +85,36 @@ def _collate(segs: Sequence[Segment]) -> tuple[Tensor, list[int]]:
     return torch.from_numpy(mel), [s.chunks for s in segs]
 
 
-def listen_losses(model: VenusModel, head: ListenHead, segs: Sequence[Segment]) -> Losses:
+def listen_losses(
+    model: VenusModel,
+    head: ListenHead,
+    segs: Sequence[Segment],
+    augment: MelAugment = NO_AUGMENT,
+    generator: torch.Generator | None = None,
+) -> Losses:
     """The listening loss of ``segs`` as the run's ``Losses`` (no decision or text: their
-    counts are 0). An empty batch cannot happen: every segment holds its turn."""
+    counts are 0), their log-mel changed by ``augment`` with ``generator``'s draws (the
+    segments' own frames only; ``augment.py``). An empty batch cannot happen: every
+    segment holds its turn."""
     device = next(model.parameters()).device
-    heard = _heard(model, head, segs, device)
+    heard = _heard(model, head, segs, device, augment, generator)
     zero = heard.loss.new_zeros(())
     return Losses(heard.loss, zero, zero, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, heard=heard)
 
 
 def _heard(
-    model: VenusModel, head: ListenHead, segs: Sequence[Segment], device: torch.device
+    model: VenusModel,
+    head: ListenHead,
+    segs: Sequence[Segment],
+    device: torch.device,
+    augment: MelAugment = NO_AUGMENT,
+    generator: torch.Generator | None = None,
 ) -> HeardResult:
     per_mel = model.cfg.mel_frames_per_chunk
     mel, chunks = _collate(segs)
+    if augment:
+        draws = generator if generator is not None else torch.Generator().manual_seed(0)
+        mel = augment_mel(mel, [s.mel.shape[1] for s in segs], augment, draws)
     _tokens, frames = model.audio_encoder.encode_chunk_frames(mel.to(device))
     result = heard_loss(head, frames, [(s.heard,) for s in segs], chunks,
                         model.audio_encoder.frames_per_chunk,

@@ -35,7 +35,7 @@ from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
-from venus.train.augment import MelAugment, augmented
+from venus.train.augment import MelAugment, augment_seed, augmented
 from venus.train.batch import Batch, Losses, collate, forward_losses
 from venus.train.clip import clip_gradients
 from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
@@ -366,9 +366,12 @@ def _objective(
                 f"({len(turns)} in training, {len(held_turns)} held out)"
             )
 
+        augment = MelAugment(cfg.mel_warp, cfg.mel_gain_db, cfg.mel_freq_masks)
+
         def heard(step: int) -> Losses:
             idx = _batch_indices(step, len(turns), cfg.batch_size, cfg.seed)
-            return listen_losses(model, listen, [turns[i] for i in idx])
+            draws = torch.Generator().manual_seed(augment_seed(cfg.seed, step))
+            return listen_losses(model, listen, [turns[i] for i in idx], augment, draws)
 
         size = max(cfg.batch_size, 32)
         return heard, partial(measure_listening, model, listen, held_turns, size), listening_line

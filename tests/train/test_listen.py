@@ -20,6 +20,11 @@ def quick(steps: int, **kw: object) -> TrainConfig:
                        validation=0.34, threads=1, ctc_weight=1.0, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
+def heard(steps: int) -> TrainConfig:
+    """A listen-only recipe with the log-mel augmentation (a resume must draw the same)."""
+    return quick(steps, listen_only=True, mel_warp=0.1, mel_freq_masks=1)
+
+
 def test_a_turns_segment_gives_the_frames_the_whole_sample_gives_over_the_turn() -> None:
     from venus.export.model.config import PRESETS
     from venus.export.model.init import init_model
@@ -56,7 +61,7 @@ def test_a_listen_only_run_trains_the_encoder_and_head_alone_and_resumes(
     from venus.train.loop import train
 
     lines: list[str] = []
-    whole = train(quick(4, listen_only=True), small_set, tmp_path / "whole", lines.append)
+    whole = train(heard(4), small_set, tmp_path / "whole", lines.append)
     assert set(whole.metrics) == {"ctc_loss", "heard_cer", "heard_turns"}
     assert whole.metrics["heard_turns"] > 0
     assert whole.metrics["ctc_loss"] < whole.baseline["ctc_loss"]  # the head learns
@@ -78,9 +83,9 @@ def test_a_listen_only_run_trains_the_encoder_and_head_alone_and_resumes(
     state = torch.load(tmp_path / "whole" / "train" / "state.pt", weights_only=False)
     optimised = sum(len(g["params"]) for g in state["optim"]["param_groups"])
     assert optimised == len(list(mine.audio_encoder.parameters())) + 2  # the head's weight, bias
-    train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None,
+    train(heard(4), small_set, tmp_path / "parts", lambda _l: None,
           stop_after=3)  # fmt: skip
-    train(quick(4, listen_only=True), small_set, tmp_path / "parts", lambda _l: None)
+    train(heard(4), small_set, tmp_path / "parts", lambda _l: None)
     assert_same_states(tmp_path / "whole", tmp_path / "parts", ("model", "listen"))
 
 
@@ -144,3 +149,30 @@ def test_venus_train_says_a_listen_only_runs_figures_and_again_on_a_finished_run
     assert f"CER {100 * cer['heard_cer']:.1f}%" in said
     assert main(args) == 0  # resumed at its end: the last figures, not the first
     assert capsys.readouterr().out == said
+
+
+def test_listen_only_augments_each_turn_with_the_steps_draws() -> None:
+    from venus.export.model.config import PRESETS
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+    from venus.train.augment import MelAugment
+    from venus.train.heard import Heard, ListenHead
+    from venus.train.listen import listen_losses, segments
+
+    model = VenusModel(PRESETS["tiny"]())
+    init_model(model, 0)
+    head = ListenHead(model.cfg.audio.d_model)
+    mel = np.random.default_rng(1).standard_normal((80, 8 * 100)).astype(np.float32)
+    turns = (Heard(0.4, 2.2, "hi", (9, 10)), Heard(4.3, 6.1, "ok", (16, 12)))
+    example = SimpleNamespace(sample_id="s", mel=mel, start=0, heard=turns)
+    segs = segments([example], model)  # type: ignore[list-item]
+    augment = MelAugment(warp=0.1, gain_db=6.0, freq_masks=2)
+
+    def loss(augment: MelAugment, seed: int) -> float:
+        draws = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            return float(listen_losses(model, head, segs, augment, draws).total)
+
+    plain = loss(MelAugment(), 0)
+    assert loss(augment, 0) == loss(augment, 0)  # the step's draws, again on a resume
+    assert loss(augment, 0) != plain and loss(augment, 1) != loss(augment, 0)
