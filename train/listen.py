@@ -51,7 +51,6 @@ NO_AUGMENT = MelAugment()  # the log-mel as it is
 class Segment:
     """One user turn with the log-mel it is heard in (module doc)."""
 
-    sample_id: str
     mel: NDArray[np.float32]  # [n_mels, chunks * mel frames per chunk]
     heard: Heard  # in the segment's chunk units
     chunks: int
@@ -72,7 +71,7 @@ def segments(examples: Sequence[Example], model: VenusModel) -> list[Segment]:
                 continue
             mel = e.mel[:, lo * per_mel : hi * per_mel]
             turn = Heard(h.start - lo, h.end - lo, h.text, h.labels)
-            out.append(Segment(e.sample_id, mel, turn, hi - lo))
+            out.append(Segment(mel, turn, hi - lo))
     return out
 
 
@@ -96,25 +95,21 @@ def listen_losses(
     counts are 0), their log-mel changed by ``augment`` with ``generator``'s draws (the
     segments' own frames only; ``augment.py``). An empty batch cannot happen: every
     segment holds its turn."""
-    device = next(model.parameters()).device
-    heard = _heard(model, head, segs, device, augment, generator)
+    mel, chunks = _collate(segs)
+    if augment:
+        frames = [s.mel.shape[1] for s in segs]
+        mel = augment_mel(mel, frames, augment, generator or torch.Generator())
+    heard = _heard(model, head, segs, mel, chunks)
     zero = heard.loss.new_zeros(())
     return Losses(heard.loss, zero, zero, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, heard=heard)
 
 
 def _heard(
-    model: VenusModel,
-    head: ListenHead,
-    segs: Sequence[Segment],
-    device: torch.device,
-    augment: MelAugment = NO_AUGMENT,
-    generator: torch.Generator | None = None,
+    model: VenusModel, head: ListenHead, segs: Sequence[Segment], mel: Tensor, chunks: list[int]
 ) -> HeardResult:
+    """The listening loss of ``segs`` over their collated log-mel (``_collate``)."""
     per_mel = model.cfg.mel_frames_per_chunk
-    mel, chunks = _collate(segs)
-    if augment:
-        draws = generator if generator is not None else torch.Generator().manual_seed(0)
-        mel = augment_mel(mel, [s.mel.shape[1] for s in segs], augment, draws)
+    device = next(model.parameters()).device
     _tokens, frames = model.audio_encoder.encode_chunk_frames(mel.to(device))
     result = heard_loss(head, frames, [(s.heard,) for s in segs], chunks,
                         model.audio_encoder.frames_per_chunk,
@@ -131,12 +126,11 @@ def measure_listening(
     error rate of the head's greedy transcripts, and the turns counted."""
     was = model.training
     model.eval()
-    device = next(model.parameters()).device
     ctc = edits = chars = 0.0
     with torch.no_grad():
         for i in range(0, len(segs), size):
             part = segs[i : i + size]
-            heard = _heard(model, head, part, device)
+            heard = _heard(model, head, part, *_collate(part))
             ctc += float(heard.loss) * heard.turns
             for ref, hyp in zip(heard.texts, heard.transcripts(), strict=True):
                 e, c = character_errors(ref, hyp)

@@ -9,19 +9,12 @@ training one on its data. Shapes must match: the recipe's preset must be ``CKPT`
 
 from __future__ import annotations
 
-import json
 import shutil
-import sys
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import torch
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10 (JetPack 6)
-    import tomli as tomllib
 
 from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import VenusError
@@ -40,13 +33,13 @@ def init_identity(init: Path | None) -> str | None:
 
 def init_record(init: Path) -> dict[str, Any]:
     """How ``init`` was trained, for the run's ``train/metrics.json``: its step and its
-    resolved recipe (TOML tables) when it is a `venus train` output, else None for both."""
-    try:
-        step = json.loads((init / "train" / "metrics.json").read_text("utf-8"))["step"]
-        recipe = tomllib.loads((init / "train" / "recipe.toml").read_text("utf-8"))
-    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError):
-        step, recipe = None, None  # `venus init`, a converted model: no training record
-    return {"path": str(init.resolve()), "step": step, "recipe": recipe}
+    resolved recipe (TOML tables) when it is a `venus train` output, else None for both;
+    read as the engines' manifest reads a checkpoint's (a damaged record is named)."""
+    from venus.export.onnx.manifest import training_record  # onnx: only with --init
+
+    record = training_record(init) or {}
+    return {"path": str(init.resolve()), "step": record.get("step"),
+            "recipe": record.get("recipe")}  # fmt: skip
 
 
 def take_tokenizer(init: Path, to: Path) -> None:
