@@ -117,12 +117,28 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     cpu = load_train_config(recipes / "venus-small-cpu.toml")  # the same, a session at a time
     assert dataclasses.replace(cpu, checkpoint_every=gpu.checkpoint_every) == gpu
     assert cpu.checkpoint_every < gpu.checkpoint_every
-    train_set = load_config(recipes / "train-set.toml")
     heldout = load_config(recipes / "heldout-set.toml")
-    assert train_set.samples > heldout.samples
-    for engine in ("espeak_voices", "flite_voices"):
-        ours, theirs = getattr(train_set.speech, engine), getattr(heldout.speech, engine)
-        assert ours and theirs and not set(ours) & set(theirs)
+    # venus-tiny's training set, and the tenth round's (scripts/make-venus-tiny TRAIN_SET=)
+    for name in ("train-set.toml", "train-set-38-voices.toml"):
+        train_set = load_config(recipes / name)
+        assert train_set.samples > heldout.samples, name
+        for engine in ("espeak_voices", "flite_voices"):
+            ours, theirs = getattr(train_set.speech, engine), getattr(heldout.speech, engine)
+            assert ours and theirs and not set(ours) & set(theirs), name
+        # nor does a training voice have a held-out voice's espeak-ng variant (the variant
+        # is the voice's timbre; the language only its accent)
+        held = {v.partition("+")[2] for v in heldout.speech.espeak_voices} - {""}
+        shared = [v for v in train_set.speech.espeak_voices if v.partition("+")[2] in held]
+        assert held and not shared, f"{name}: voices with a held-out variant: {shared}"
+        # the assistant speaks alike in both (its voice at the middle of each set's ranges)
+        assert train_set.speech.assistant_voice == heldout.speech.assistant_voice, name
+        for key in ("rate_wpm", "pitch"):
+            ours, theirs = getattr(train_set.speech, key), getattr(heldout.speech, key)
+            assert sum(ours) // 2 == sum(theirs) // 2, f"{name}: {key}"
+    tenth = load_train_config(recipes / "venus-tiny-listen-38-voices.toml")
+    listen = load_train_config(recipes / "venus-tiny-listen.toml")
+    assert tenth.listen_only and (tenth.preset, tenth.seed, tenth.validation) == (
+        listen.preset, listen.seed, listen.validation)  # fmt: skip
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
