@@ -8,11 +8,18 @@ end and did not go on over the user: ``Why.YIELDED_AND_ANSWERED`` or
 ``Why.STOPPED_SILENT``), which is what an interruption asking only to stop calls for;
 stop, response and take-over latency distributions over the samples where each is
 defined. Rates are over all samples of the task, UNCERTAIN ones (silent, no output
-speech) included. The **action rate** (our data: ``metadata.json`` ``action``) is the
-share of samples whose audio carries out the action the data calls for
-(:func:`venus.evaluation.metrics.action_met`): it credits a model that stops without
-answering when the user only said stop, or stays silent under speech to someone else
-while it was waiting, which the v1.5 rates count as UNCERTAIN.
+speech) included. Beside them, **playing at start** counts the samples in which a reply
+was playing when the overlap began and the label was decided (``PLAYING``: answered,
+kept speaking, restarted, stopped and silent), and the **rate when playing** is the
+headline label's share of those: the turn-taking apart from whether the model was
+speaking at all (which, for a model that mostly answers the wrong question, depends on
+how long its wrong answer is; docs/training-log.md, tenth round). A reply that runs out
+by itself during the overlap still counts (stopped and silent). The **action
+rate** (our data: ``metadata.json`` ``action``) is the share of samples whose audio
+carries out the action the data calls for (:func:`venus.evaluation.metrics.action_met`):
+it credits a model that stops without answering when the user only said stop, or stays
+silent under speech to someone else while it was waiting, which the v1.5 rates count as
+UNCERTAIN.
 
 v1 measures: the take-over rate (TOR) for interruptions (v1.5 ``user_interruption`` and
 v1 ``synthetic_user_interruption``) and pause handling, and turn-taking TOR and latency.
@@ -47,6 +54,8 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 FORMAT = 1
 STOPPED = (Why.YIELDED_AND_ANSWERED, Why.STOPPED_SILENT)
+PLAYING = (Why.YIELDED_AND_ANSWERED, Why.KEPT_SPEAKING, Why.RESTARTED_DURING_OVERLAP,
+           Why.STOPPED_SILENT)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,8 @@ class ScenarioSummary:
     response_latency: Distribution
     take_over_latency: Distribution  # v1: negative counted as 0
     horizon_clipped: int  # samples whose horizon reached the end of the file
+    playing_at_start: int  # samples with a reply playing at the overlap's start (PLAYING)
+    headline_rate_playing: float | None  # the headline label's share of those; None if none
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,8 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
         m for m in (action_met(s.action, s.overlap) for s in group if s.overlap) if m is not None
     ]
     interruption = scenario == "interruption"
+    headline = Behaviour.RESPOND if interruption else Behaviour.RESUME
+    playing = sum(why[w] for w in PLAYING)
     return ScenarioSummary(
         task=task,
         scenario=scenario,
@@ -179,7 +192,7 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
         labels={b.value: labels[b] for b in Behaviour},
         why={w.value: why[w] for w in Why if why[w]},
         headline="response rate" if interruption else "continuation rate",
-        headline_rate=rate[Behaviour.RESPOND if interruption else Behaviour.RESUME],
+        headline_rate=rate[headline],
         respond_rate=rate[Behaviour.RESPOND],
         resume_rate=rate[Behaviour.RESUME],
         uncertain_rate=rate[Behaviour.UNCERTAIN],
@@ -193,6 +206,8 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
             (o.take_over_latency_s for o in outcomes), floor_zero=True
         ),
         horizon_clipped=sum(o.horizon_clipped for o in outcomes),
+        playing_at_start=playing,
+        headline_rate_playing=labels[headline] / playing if playing else None,
     )
 
 
@@ -223,11 +238,12 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     lines += ["", "## Overlap behaviour", ""]
     lines += _table(
         ["task", "system", "n", "headline", "rate", "RESPOND", "RESUME", "UNCERTAIN",
-         "stop rate", "TOR", "action met"],
+         "stop rate", "TOR", "action met", "playing at start", "rate when playing"],
         [
             [s.task, r.system, str(s.samples), s.headline, pct(s.headline_rate),
              pct(s.respond_rate), pct(s.resume_rate), pct(s.uncertain_rate),
-             pct(s.stop_rate), pct(s.take_over_rate), pct(s.action_rate)]
+             pct(s.stop_rate), pct(s.take_over_rate), pct(s.action_rate),
+             str(s.playing_at_start), pct(s.headline_rate_playing)]
             for s, r in _by_task(reports)
         ],
     )  # fmt: skip

@@ -92,6 +92,11 @@ def test_per_scenario_rates(fdb, speech) -> None:
     assert interruption.stop_latency.mean_s == pytest.approx(0.6, abs=TOL_S)
     background = next(s for s in report.scenarios if s.task == "background_speech")
     assert background.stop_rate == 1.0 and background.uncertain_rate == 1.0
+    # every reply was playing when its overlap began: the rate when playing is the rate
+    playing = {s.task: (s.playing_at_start, s.headline_rate_playing) for s in report.scenarios}
+    assert playing == {"background_speech": (1, 0.0), "talking_to_other": (1, 1.0),
+                       "user_backchannel": (1, 1.0), "user_interruption": (2, 0.5)}  # fmt: skip
+    assert "| playing at start | rate when playing |" in render_markdown([report])
     (tor,) = report.v1
     assert (tor.task, tor.measure, tor.take_over_rate) == ("user_interruption",
                                                            "TOR (interruption)", 0.5)  # fmt: skip
@@ -107,6 +112,9 @@ def test_no_output_speech_is_counted_not_an_error(fdb, speech) -> None:
     assert score.overlap.stop_latency_s is None and score.overlap.response_latency_s is None
     report = summarize("sys", fdb.data, fdb.outputs, [score], DEFAULT_RULES)
     assert report.scenarios[0].labels["UNCERTAIN"] == 1
+    # nothing was playing: no rate when playing, rather than a rate of 0
+    assert (report.scenarios[0].playing_at_start, report.scenarios[0].headline_rate_playing) == (
+        0, None)  # fmt: skip
 
 
 def test_overlap_at_the_very_end_of_the_file(fdb, speech) -> None:
