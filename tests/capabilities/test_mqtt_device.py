@@ -349,10 +349,10 @@ def test_a_sensor_and_a_bad_report(
         "attributes": {"temperature": 21.5, "humidity": 40, "linkquality": 5},
     }
     sensor.client.publish(LAMP.state_topic, b"[1]", qos=1).wait_for_publish(WAIT_S)
-    # the new report retained, and the device's own state, as a zigbee2mqtt device keeps
-    # them: a client that reconnects on a loaded machine (the device's re-reports its state
-    # at connect, the broker re-sends the retained one) then brings back this report, not
-    # the first one (which once left the bridge with the first report for good)
+    # retained and kept as the device's state, as zigbee2mqtt does: if a client reconnects
+    # on a loaded machine (the device re-reports its state at connect; the broker re-sends
+    # the retained one), the bridge gets this report back, not the first one, which once
+    # left it reporting the first state for good
     sensor.state = {"state": "OPEN"}
     sensor.client.publish(
         LAMP.state_topic, b'{"state": "OPEN"}', qos=1, retain=True
