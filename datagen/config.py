@@ -210,6 +210,11 @@ class SpeechConfig:
     rate_wpm: Annotated[IntPair, _range(80, 400)] = (140, 200)
     pitch: Annotated[IntPair, _range(0, 99)] = (25, 75)
     gain_db: Annotated[FloatPair, _range(-20.0, 10.0)] = (-6.0, 3.0)
+    formant: Annotated[FloatPair, _range(*tts.FORMANT)] = Field(
+        default=(1.0, 1.0),
+        description="the formant scale each person's voice draws (1.0: the voice's own; "
+        "its rate and pitch are kept); the assistant's is always 1.0",
+    )
     filler_p: StrictFloat = Field(default=0.3, ge=0.0, le=1.0, description="a user turn has {um}")
     pause_p: StrictFloat = Field(default=0.2, ge=0.0, le=1.0, description="... a [pause N]")
     restart_p: StrictFloat = Field(default=0.05, ge=0.0, le=1.0, description="... a -- restart")

@@ -39,19 +39,23 @@ from venus.datagen.plan_types import (
     Status,
     ms,
 )
+from venus.datagen.tts import FORMANT
 
 
 @dataclass(frozen=True)
 class Voice:
     """A synthesizer voice: ``name`` as the engine knows it (espeak-ng ``en-us+f3``,
     flite ``slt``), ``rate_wpm`` words per minute, ``pitch`` 0-99 (espeak-ng's scale; the
-    synthesizer maps it for flite), ``gain_db`` applied to its speech."""
+    synthesizer maps it for flite), ``gain_db`` applied to its speech, ``formant`` its
+    formants scaled (``tts.Voice.formant``; 1.0, the voice's own, in plans written before
+    it)."""
 
     engine: Engine
     name: str
     rate_wpm: int
     pitch: int
     gain_db: float
+    formant: float = 1.0
 
     def __post_init__(self) -> None:
         check_fields(self, PlanError)
@@ -61,6 +65,10 @@ class Voice:
             raise PlanError(f"voice {self.name}: rate_wpm 80-400 and pitch 0-99 only")
         if not -40.0 <= self.gain_db <= 20.0:
             raise PlanError(f"voice {self.name}: gain_db {self.gain_db} is outside -40..20")
+        if not FORMANT[0] <= self.formant <= FORMANT[1]:
+            raise PlanError(
+                f"voice {self.name}: formant {self.formant} is outside {FORMANT[0]}..{FORMANT[1]}"
+            )
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,14 @@ def draw(rng: np.random.Generator, ratios: dict[str, float]) -> str:
     return inverse({k: p / total for k, p in ratios.items()}, float(rng.random()))
 
 
+def draw_formant(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
+    """A formant scale within ``bounds``, to 3 places; 1.0 without a draw when the
+    bounds are (1, 1), so configs without ``speech.formant`` plan as they did before it."""
+    if bounds == (1.0, 1.0):
+        return 1.0
+    return round(float(rng.uniform(*bounds)), 3)
+
+
 def estimate_s(text: str, voice: Voice) -> float:
     """How long ``text`` takes to say: words (fillers count) at the voice's rate, pauses."""
     words = pauses_s = 0.0
@@ -127,7 +135,8 @@ class Draft:
             return self._steady(engine, name)
         rate = int(rng.integers(s.rate_wpm[0], s.rate_wpm[1] + 1))
         pitch = int(rng.integers(s.pitch[0], s.pitch[1] + 1))
-        return Voice(engine, name, rate, pitch, round(float(rng.uniform(*s.gain_db)), 1))
+        gain_db = round(float(rng.uniform(*s.gain_db)), 1)
+        return Voice(engine, name, rate, pitch, gain_db, draw_formant(rng, s.formant))
 
     def _steady(self, engine: Engine, name: str) -> Voice:
         """The assistant's voice: the middle of the ranges, unchanged through the sample."""

@@ -43,6 +43,7 @@ from venus.datagen.mixdown import (
 )
 from venus.datagen.plan import Plan, PlanError, Scene, Turn, Voice, segments
 from venus.datagen.planner import plan_sample
+from venus.datagen.planner_draft import draw_formant
 
 __all__ = [
     "BABBLE_LINES", "BABBLE_TALKERS", "MAX_ATTEMPTS", "ONSET_TOLERANCE_S", "PEAK_DBFS",
@@ -91,7 +92,9 @@ def realize(
 
 # --- synthesis ------------------------------------------------------------------------------
 def tts_voice(voice: Voice) -> tts.Voice:
-    return tts.Voice(voice.engine, voice.name, voice.rate_wpm, voice.pitch, voice.gain_db)
+    return tts.Voice(
+        voice.engine, voice.name, voice.rate_wpm, voice.pitch, voice.gain_db, voice.formant
+    )
 
 
 def tts_text(text: str) -> str:
@@ -138,7 +141,8 @@ def _babble_talkers(
         rate = int(rng.integers(s.rate_wpm[0], s.rate_wpm[1] + 1))
         pitch = int(rng.integers(s.pitch[0], s.pitch[1] + 1))
         line = BABBLE_LINES[(k + int(rng.integers(len(BABBLE_LINES)))) % len(BABBLE_LINES)]
-        talkers.append(tts.synthesize(line, tts.Voice(engine, name, rate, pitch), cache=cache))
+        voice = tts.Voice(engine, name, rate, pitch, formant=draw_formant(rng, s.formant))
+        talkers.append(tts.synthesize(line, voice, cache=cache))
     return talkers
 
 

@@ -45,6 +45,7 @@ Engine = Literal["espeak-ng", "flite"]
 ENGINES: tuple[Engine, ...] = ("espeak-ng", "flite")
 PACKAGES: dict[str, str] = {"espeak-ng": "espeak-ng", "flite": "flite"}  # Debian
 RATE_WPM = (80, 450)  # espeak-ng's -s range; flite is stretched to match
+FORMANT = (0.75, 1.35)  # a voice's formant scale; 1.0 is its own
 TIMEOUT_S = 60.0  # one segment's synthesis
 _TRIM_BELOW_PEAK_DB = 40.0  # a segment's speech starts this far below its peak
 _FADE_SAMPLES = 32  # 2 ms at 16 kHz, at each trimmed edge
@@ -80,6 +81,9 @@ class Voice:
             scaled by ``2 ** ((pitch - 50) / 70)`` (flite's rms voice ignores it).
         gain_db: applied to the samples after synthesis (may exceed full scale; the mix
             normalises).
+        formant: the voice's formants scaled by this, 0.75-1.35 (1.0: its own; 1.2 is
+            about a man's vocal tract made a woman's), its rate and pitch kept: see
+            :func:`_argv`.
     """
 
     engine: Engine
@@ -87,6 +91,7 @@ class Voice:
     rate_wpm: int = 160
     pitch: int = 50
     gain_db: float = 0.0
+    formant: float = 1.0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -97,6 +102,8 @@ class Voice:
             raise ValueError(f"pitch {self.pitch} not within 0-99")
         if not math.isfinite(self.gain_db):
             raise ValueError(f"gain_db must be finite, got {self.gain_db}")
+        if not FORMANT[0] <= self.formant <= FORMANT[1]:
+            raise ValueError(f"formant {self.formant} not within {FORMANT[0]}-{FORMANT[1]}")
 
 
 @dataclass(frozen=True)
@@ -213,25 +220,36 @@ def _engine_audio(words: str, voice: Voice, cache: SynthesisCache | None) -> NDA
 
 
 def _argv(words: str, voice: Voice) -> list[str]:
-    """The engine's command line (flite's without its output file)."""
+    """The engine's command line (flite's without its output file).
+
+    A formant scale ``a`` other than 1 is made by playing the engine's audio ``a`` times
+    faster (:func:`_decode` reads it at ``a`` times its sample rate), which scales every
+    frequency in it by ``a`` and its length by ``1 / a``; so the engine is asked to speak
+    ``a`` times slower and ``a`` times lower, and what comes out has the asked rate and
+    pitch with the formants moved. (espeak-ng's pitch is clamped at 0: a very low pitch
+    with a large scale comes out a little higher than asked.)
+    """
+    scale = voice.formant
     if voice.engine == "espeak-ng":
+        rate = max(RATE_WPM[0], round(voice.rate_wpm / scale))
+        pitch = min(99, max(0, round(voice.pitch - _PITCH_OCTAVE * math.log2(scale))))
         return [
             "espeak-ng",
             "--stdout",
             "-v",
             voice.name,
             "-s",
-            str(voice.rate_wpm),
+            str(rate),
             "-p",
-            str(voice.pitch),
+            str(pitch),
             "-a",
             "100",
             "--stdin",
         ]
-    stretch = _FLITE_WPM[voice.name] / voice.rate_wpm
+    stretch = _FLITE_WPM[voice.name] / voice.rate_wpm * scale
     argv = ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch:.4f}"]
-    if voice.pitch != 50:
-        f0 = _FLITE_F0_HZ[voice.name] * 2 ** ((voice.pitch - 50) / _PITCH_OCTAVE)
+    if voice.pitch != 50 or scale != 1.0:
+        f0 = _FLITE_F0_HZ[voice.name] * 2 ** ((voice.pitch - 50) / _PITCH_OCTAVE) / scale
         argv += ["--setf", f"int_f0_target_mean={f0:.1f}"]
     return [*argv, "-t", words]
 
@@ -287,9 +305,10 @@ def _decode(wav: bytes, voice: Voice) -> NDArray[np.float32]:
             f"{voice.engine} wrote {channels}-channel {8 * width}-bit audio; expected 16-bit mono"
         )
     pcm = np.frombuffer(raw[: len(raw) // 2 * 2], "<i2").astype(np.float32) / 32768.0
-    if rate == SAMPLE_RATE or pcm.size == 0:
+    played_at = rate * voice.formant  # see _argv: a formant scale is a faster playback
+    if played_at == SAMPLE_RATE or pcm.size == 0:
         return pcm
-    return np.asarray(soxr.resample(pcm, rate, SAMPLE_RATE, quality="HQ"), np.float32)
+    return np.asarray(soxr.resample(pcm, played_at, SAMPLE_RATE, quality="HQ"), np.float32)
 
 
 # --- voices --------------------------------------------------------------------------

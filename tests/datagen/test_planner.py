@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -299,3 +300,28 @@ def test_the_default_draws_the_voices_as_before() -> None:
                 assistants.add((v.engine, v.name))
     assert digest.hexdigest() == DEFAULT_VOICES_SHA256
     assert len(assistants) > 3  # drawn per sample
+
+
+def test_a_formant_range_scales_the_people_and_not_the_assistant() -> None:
+    wide = parse_config({"speech": {"formant": [0.85, 1.25]}})
+    scales: list[float] = []
+    for i in range(40):
+        plan, default = plan_sample(wide, i, 5), plan_sample(parse_config({}), i, 5)
+        for t in plan.turns:
+            if t.speaker == "assistant":
+                assert t.voice.formant == 1.0
+            else:
+                assert 0.85 <= t.voice.formant <= 1.25
+                scales.append(t.voice.formant)
+        assert {t.voice.formant for t in default.turns} == {1.0}
+        assert Plan.from_json(plan.to_json()) == plan
+    assert len(set(scales)) >= 40  # a person keeps a voice through a sample; drawn anew
+    assert min(scales) < 0.95 and max(scales) > 1.15
+
+
+def test_a_plan_written_before_formants_reads_as_the_voices_own() -> None:
+    plan = plan_sample(preset("eval"), 3, 5)
+    data = json.loads(plan.to_json())
+    for turn in data["turns"]:
+        del turn["voice"]["formant"]
+    assert Plan.from_json(json.dumps(data)) == plan

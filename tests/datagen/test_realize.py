@@ -63,8 +63,8 @@ def test_markers_become_what_the_synthesizer_reads() -> None:
 
 
 def test_plan_voice_becomes_the_synthesizer_voice() -> None:
-    voice = tts_voice(Voice("flite", "slt", 172, 61, -3.5))
-    assert voice == tts.Voice("flite", "slt", 172, 61, -3.5)
+    voice = tts_voice(Voice("flite", "slt", 172, 61, -3.5, 1.15))
+    assert voice == tts.Voice("flite", "slt", 172, 61, -3.5, 1.15)
 
 
 # --- the tracks -------------------------------------------------------------------------------

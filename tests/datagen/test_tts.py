@@ -75,6 +75,29 @@ def test_higher_pitch_raises_f0(engine: tts.Engine, name: str) -> None:
     assert high / low > 1.3
 
 
+def spectral_centroid_hz(audio: np.ndarray[Any, Any]) -> float:
+    """Where the power spectrum's mass lies: it moves with the formants."""
+    power = np.abs(np.fft.rfft(audio * np.hanning(audio.size))) ** 2
+    return float((power * np.fft.rfftfreq(audio.size, 1 / SAMPLE_RATE)).sum() / power.sum())
+
+
+@pytest.mark.parametrize("engine, name", [("espeak-ng", "en-us"), ("flite", "awb")])
+def test_a_formant_scale_moves_the_spectrum_and_keeps_rate_and_pitch(
+    engine: tts.Engine, name: str
+) -> None:
+    said = {
+        scale: synthesize(SENTENCE, Voice(engine, name, rate_wpm=160, pitch=40, formant=scale))
+        for scale in (0.85, 1.0, 1.2)
+    }
+    own = said[1.0]
+    assert said[1.0].tobytes() == synthesize(SENTENCE, Voice(engine, name, 160, 40)).tobytes()
+    for scale, audio in said.items():
+        centroid = spectral_centroid_hz(audio) / spectral_centroid_hz(own)
+        assert centroid == pytest.approx(scale, rel=0.06), scale  # the formants moved
+        assert audio.size / own.size == pytest.approx(1.0, abs=0.05), scale  # as long
+        assert median_f0_hz(audio) / median_f0_hz(own) == pytest.approx(1.0, abs=0.1), scale
+
+
 @pytest.mark.parametrize("voice", ONE_OF_EACH, ids=name_of)
 def test_pauses_have_the_asked_length(voice: Voice) -> None:
     text = "I would like um {pause:250} a coffee please {pause:500} with milk"
@@ -164,6 +187,8 @@ def test_a_missing_engine_names_its_debian_package(
         {"engine": "flite", "name": "slt", "pitch": 100},
         {"engine": "flite", "name": "slt", "rate_wpm": 40},
         {"engine": "flite", "name": "slt", "gain_db": float("nan")},
+        {"engine": "flite", "name": "slt", "formant": 1.5},
+        {"engine": "flite", "name": "slt", "formant": float("nan")},
     ],
 )
 def test_voice_fields_are_checked(fields: dict[str, Any]) -> None:

@@ -118,8 +118,9 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     assert dataclasses.replace(cpu, checkpoint_every=gpu.checkpoint_every) == gpu
     assert cpu.checkpoint_every < gpu.checkpoint_every
     heldout = load_config(recipes / "heldout-set.toml")
-    # venus-tiny's training set, and the tenth round's (scripts/make-venus-tiny TRAIN_SET=)
-    for name in ("train-set.toml", "train-set-38-voices.toml"):
+    assert heldout.speech.formant == (1.0, 1.0)  # the held-out voices are the engines' own
+    # venus-tiny's training set, and the tenth and eleventh rounds' (make-venus-tiny TRAIN_SET=)
+    for name in ("train-set.toml", "train-set-38-voices.toml", "train-set-formants.toml"):
         train_set = load_config(recipes / name)
         assert train_set.samples > heldout.samples, name
         for engine in ("espeak_voices", "flite_voices"):
