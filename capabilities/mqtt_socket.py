@@ -1,5 +1,5 @@
-"""What every MQTT client venus opens shares: the broker URL it is given, and one socket
-option.
+"""What every MQTT client venus opens shares: the broker URL it is given, one socket
+option, and a way to stop its network thread (``stop_loop``).
 
 ``broker_address`` reads ``mqtt://``, ``mqtts://`` (TLS), ``ws://`` or ``wss://``
 ``HOST[:PORT]`` (the schemes a caller accepts), with the default port of its scheme.
@@ -59,3 +59,15 @@ def no_delay(client: mqtt.Client) -> None:
             log.debug("TCP_NODELAY not set: %s", e)
 
     client.on_socket_open = opened
+
+
+def stop_loop(client: mqtt.Client) -> None:
+    """``client.loop_stop()`` without paho's race (eclipse-paho/paho.mqtt.python#872, open
+    in 2.2): after ``disconnect()`` the network thread ends by itself and clears its handle,
+    and when that falls between ``loop_stop``'s check of the handle and its ``join`` the call
+    raises AttributeError. The thread has then finished, which is what the caller waited for.
+    """
+    try:
+        client.loop_stop()
+    except AttributeError:
+        log.debug("the MQTT network thread had ended by itself")

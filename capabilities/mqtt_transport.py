@@ -71,7 +71,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from venus.capabilities import protocol as p
 from venus.capabilities.contract import Contract
 from venus.capabilities.credentials import read_credentials
-from venus.capabilities.mqtt_socket import broker_address, no_delay
+from venus.capabilities.mqtt_socket import broker_address, no_delay, stop_loop
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import (
     CallRequest,
@@ -197,7 +197,7 @@ class MqttTransport:
         props = _properties(PacketTypes.DISCONNECT)
         props.SessionExpiryInterval = 0
         self._client.disconnect(properties=props)
-        self._client.loop_stop()
+        stop_loop(self._client)
 
     @property
     def connected(self) -> bool:

@@ -52,7 +52,7 @@ from paho.mqtt.properties import Properties
 from venus.capabilities import protocol
 from venus.capabilities.decorator import capability, schema_for
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
-from venus.capabilities.mqtt_socket import broker_address, no_delay
+from venus.capabilities.mqtt_socket import broker_address, no_delay, stop_loop
 from venus.capabilities.protocol import CallMessage, CancelMessage, ProtocolError, ReplyMessage
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import Accepted, Finished, Progress, TransportEvent
@@ -191,7 +191,7 @@ class Worker:
             except (RuntimeError, ValueError) as e:  # not queued: the connection went
                 log.warning("worker %s: could not publish offline: %s", self.node_id, e)
         self._client.disconnect()
-        self._client.loop_stop()
+        stop_loop(self._client)
         self._inbox.put(None)
         if self._dispatcher is not None:
             self._dispatcher.join(timeout_s)

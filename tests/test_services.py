@@ -15,6 +15,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from support.services import Broker, PulseServer
 
+from venus.capabilities.mqtt_socket import stop_loop
+
 
 def test_mosquitto_speaks_mqtt5(mosquitto: Broker) -> None:
     got: queue.Queue[mqtt.MQTTMessage] = queue.Queue()
@@ -35,7 +37,7 @@ def test_mosquitto_speaks_mqtt5(mosquitto: Broker) -> None:
         assert msg.payload == b"hello"
         assert msg.properties.CorrelationData == b"item-1"  # an MQTT 5 property survived
     finally:
-        client.loop_stop()
+        stop_loop(client)
         client.disconnect()
 
 

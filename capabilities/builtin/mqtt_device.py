@@ -48,7 +48,7 @@ from venus.capabilities.builtin.devices import (
 )
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context
-from venus.capabilities.mqtt_socket import broker_address, no_delay
+from venus.capabilities.mqtt_socket import broker_address, no_delay, stop_loop
 from venus.capabilities.result import ToolResult
 from venus.errors import CapabilityError
 
@@ -154,7 +154,7 @@ class DeviceBridge:
     def stop(self) -> None:
         self._ready.clear()
         self._client.disconnect()
-        self._client.loop_stop()
+        stop_loop(self._client)
 
     # --- paho's callbacks (network thread: no blocking) ----------------------------------
     def _on_connect(self, client: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:

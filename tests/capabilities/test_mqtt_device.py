@@ -22,6 +22,7 @@ from venus.capabilities.builtin.devices import DeviceSpec, load_devices, parse_d
 from venus.capabilities.builtin.mqtt_device import DeviceBridge
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import InProcessTransport
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.capabilities.mqtt_transport import MqttTransport
 from venus.capabilities.result import ToolResult
 from venus.capabilities.transport import Finished, TransportEvent
@@ -98,7 +99,7 @@ class SimDevice:
 
     def stop(self) -> None:
         self.client.disconnect()
-        self.client.loop_stop()
+        stop_loop(self.client)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from support.services import Broker, require_binary, wait_until
 
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.capabilities.mqtt_transport import MqttTransport
 from venus.capabilities.transport import (
     Accepted,
@@ -88,14 +89,14 @@ class Worker:
 
     def kill(self) -> None:
         """Close the socket without DISCONNECT, as a crash does: the broker sends the will."""
-        self.client.loop_stop()
+        stop_loop(self.client)
         sock = self.client.socket()
         assert sock is not None
         sock.close()
 
     def stop(self) -> None:
         self.client.disconnect()
-        self.client.loop_stop()
+        stop_loop(self.client)
 
 
 class Events:

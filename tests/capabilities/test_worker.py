@@ -25,6 +25,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from support.services import Broker
 
 from venus.capabilities.builtin import BUILTINS
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.capabilities.worker import Context, Worker, capability, schema_for
 from venus.capabilities.worker_cli import load_capabilities, read_credentials
 from venus.errors import CapabilityError
@@ -52,7 +53,7 @@ class Daemon:
 
     def close(self) -> None:
         self.client.disconnect()
-        self.client.loop_stop()
+        stop_loop(self.client)
 
     def publish(self, topic: str, payload: bytes) -> None:
         self.client.publish(topic, payload, qos=1).wait_for_publish(WAIT_S)

@@ -21,6 +21,7 @@ from support.frontend import chunk_record as record
 from support.services import Broker, wait_until
 
 from venus.capabilities.builtin import builtin_transport
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.capabilities.mqtt_transport import MqttTransport
 from venus.daemon.broadcast import Broadcast, open_broadcast
 from venus.daemon.config.schema import HomeAssistantConfig
@@ -68,7 +69,7 @@ class Watcher:
 
     def close(self) -> None:
         self.client.disconnect()
-        self.client.loop_stop()
+        stop_loop(self.client)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from support.services import free_port, require_binary, wait_until
 from venus.capabilities.credentials import read_credentials
+from venus.capabilities.mqtt_socket import stop_loop
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "systemd" / "mosquitto" / "venus.conf"
@@ -176,4 +177,4 @@ class Client:
 
     def close(self) -> None:
         self.client.disconnect()
-        self.client.loop_stop()
+        stop_loop(self.client)

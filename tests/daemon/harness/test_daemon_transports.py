@@ -14,6 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from support.chat_server import ChatServer
 from support.services import Broker
 
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.capabilities.worker import Context, Worker, capability
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.harness.core import Capture, HarnessSettings
@@ -138,4 +139,4 @@ def test_mqtt_device_is_offered_and_reaches_a_device(mosquitto: Broker, tmp_path
     finally:
         harness.stop()
         lamp.disconnect()
-        lamp.loop_stop()
+        stop_loop(lamp)

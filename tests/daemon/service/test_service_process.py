@@ -38,6 +38,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from support.services import Broker
 
+from venus.capabilities.mqtt_socket import stop_loop
 from venus.daemon.harness.journal import Journal
 from venus.daemon.harness.states import State
 
@@ -106,7 +107,7 @@ class NodeStatus:
             pass
 
     def close(self) -> None:
-        self.client.loop_stop()
+        stop_loop(self.client)
         self.client.disconnect()
 
 
