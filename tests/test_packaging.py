@@ -32,8 +32,9 @@ def expected_packages() -> set[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built from a copy of the tree (the checkout itself stays clean)."""
     src = tmp_path_factory.mktemp("src") / "realtime-venus"
+    # out/: the work of scripts/make-venus-tiny and the like (git ignores it; tens of GB)
     ignore = shutil.ignore_patterns(
-        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".*cache"
+        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".*cache", "out"
     )
     shutil.copytree(REPO, src, ignore=ignore)
     out = tmp_path_factory.mktemp("dist")

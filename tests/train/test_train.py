@@ -119,12 +119,13 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     assert cpu.checkpoint_every < gpu.checkpoint_every
     heldout = load_config(recipes / "heldout-set.toml")
     assert heldout.speech.formant == (1.0, 1.0)  # the held-out voices are the engines' own
-    # venus-tiny's training set, and the tenth and eleventh rounds' (make-venus-tiny TRAIN_SET=)
+    # venus-tiny's training set, and the tenth to twelfth rounds' (make-venus-tiny TRAIN_SET=)
     for name in (
         "train-set.toml",
         "train-set-38-voices.toml",
         "train-set-formants.toml",
         "train-set-formants-15.toml",
+        "train-set-formants-15-interruptions.toml",
     ):
         train_set = load_config(recipes / name)
         assert train_set.samples > heldout.samples, name
