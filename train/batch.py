@@ -44,6 +44,7 @@ class Batch:
     decision: Tensor  # [B, L] bool
     turn: Tensor  # [B, L] bool: a decision that starts a reply or yields (layout.py)
     opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
+    choice: Tensor  # [B, L] bool: a target naming a call's capability (layout.py)
     mask: Tensor  # [B, L] 1 where real
     mel: Tensor  # [B, 80, max_chunks * 100]
     frames: Tensor | None  # [F, 3, S, S] every example's frames, concatenated
@@ -82,6 +83,8 @@ class Losses:
     opening_right: int
     first_tokens: int = 0  # a reply's first text target (the answer chosen): one a reply
     first_right: int = 0
+    choice_tokens: int = 0  # targets naming a call's capability: which tool it picked
+    choice_right: int = 0
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
@@ -120,6 +123,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         decision=field("decision", 0).bool(),
         turn=field("turn", 0).bool(),
         opening=field("opening", 0).bool(),
+        choice=field("choice", 0).bool(),
         mask=torch.from_numpy(
             np.array([[1] * len(e.layout) + [0] * (length - len(e.layout)) for e in examples])
         ),
@@ -161,12 +165,22 @@ def _embed(model: VenusModel, batch: Batch) -> tuple[Tensor, Tensor]:
     return emb, frames
 
 
-def _weighted_ce(logits: Tensor, target: Tensor, marked: Tensor, weight: float) -> Tensor:
-    """Cross-entropy averaged with the ``marked`` rows counting ``weight`` times (0 with a
-    gradient path when there are no rows)."""
+def _weighted_ce(
+    logits: Tensor,
+    target: Tensor,
+    marked: Tensor,
+    weight: float,
+    also: Tensor | None = None,
+    also_weight: float = 1.0,
+) -> Tensor:
+    """Cross-entropy averaged with the ``marked`` rows counting ``weight`` times, and the
+    ``also`` rows ``also_weight`` times more (0 with a gradient path when there are no
+    rows)."""
     if not len(target):
         return logits.sum() * 0
     w = 1.0 + (weight - 1.0) * marked.float()
+    if also is not None:
+        w = w * (1.0 + (also_weight - 1.0) * also.float())
     each = F.cross_entropy(logits, target, reduction="none")
     return (each * w).sum() / w.sum()
 
@@ -183,6 +197,7 @@ def forward_losses(
     ctc_weight: float = 0.0,
     reply_weight: float = 1.0,
     *,
+    call_weight: float = 1.0,
     speech_sampling: float = 0.0,
     generator: torch.Generator | None = None,
     closed_loop: bool = False,
@@ -192,7 +207,8 @@ def forward_losses(
     ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
     course count ``turn_weight`` times in the decision loss. With ``listen``, the
     listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
-    targets of a reply's first chunk (``opening``) count ``reply_weight`` times. The
+    targets of a reply's first chunk (``opening``) count ``reply_weight`` times, and the
+    one that names a call's capability (``choice``) ``call_weight`` times more. The
     speech decoder is fed its own units for ``speech_sampling`` of the data's (drawn with
     ``generator``; ``speech_batch.scheduled``); ``closed_loop`` also counts its units right
     when it is fed only its own (``speech_closed_right``, for validation)."""
@@ -216,7 +232,8 @@ def forward_losses(
     t_logits, t_target = logits[text_mask], labels[text_mask]
     t_open = batch.opening[text_mask]
     t_first = (batch.opening & ~F.pad(batch.opening[:, :-1], (1, 0)))[text_mask]
-    text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight)
+    t_choice = batch.choice[text_mask]
+    text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight, t_choice, call_weight)
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
     speech, closed = None, 0
@@ -253,6 +270,8 @@ def forward_losses(
         opening_right=int((t_right & t_open).sum()),
         first_tokens=int(t_first.sum()),
         first_right=int((t_right & t_first).sum()),
+        choice_tokens=int(t_choice.sum()),
+        choice_right=int((t_right & t_choice).sum()),
         speech=None if speech is None else speech.loss.detach(),
         speech_tokens=0 if speech is None else speech.tokens,
         speech_right=0 if speech is None else speech.right,

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
 MIN_CROP_CHUNKS = 4  # a crop keeps at least this many chunks
+UNANSWERED = ("backchannel", "aside")  # the user's turns no reply follows
 
 Chunks = Sequence[Mapping[str, Any]]
 Builder = Callable[[Chunks, Callable[[int], int | None]], Layout]  # (chunks, frame of chunk)
@@ -80,21 +81,41 @@ def crop_starts(
     chunks: Chunks,
     delegations: Sequence[Mapping[str, Any]] = (),
     min_chunks: int = MIN_CROP_CHUNKS,
+    turns: Sequence[Mapping[str, Any]] = (),
+    chunk_s: float = 1.0,
 ) -> list[int]:
     """Chunks a sample may be cut to start at, as the daemon joins a conversation (and as
     the Full-Duplex-Bench cuts do, from the user's last question): the assistant listened
     in the chunk before (no reply is cut in two), no result or cancel after the start
     belongs to a call made before it (the trajectory's ``delegations``; nothing refers to
-    what the crop never saw), and ``min_chunks`` chunks are left."""
+    what the crop never saw), and ``min_chunks`` chunks are left. With the trajectory's
+    ``turns``, also no turn of the user's runs across the cut, and the assistant's next
+    reply after it follows something the user says after it: a crop never opens on a
+    reply to words it cut off (which taught the model to answer a question it had not
+    heard, and to start speaking into silence; docs/training-log.md, thirteenth round)."""
     blocked: set[int] = set()  # starts that would cut a call from its result or cancel
     for d in delegations:
         later = [c for c in (d.get("result_chunk"), d.get("cancel_chunk")) if c is not None]
         if later:
             blocked.update(range(int(d["call_chunk"]) + 1, max(later) + 1))
+    user = [(float(t["start_s"]), float(t["end_s"]), t.get("role")) for t in turns
+            if t.get("speaker") == "user"]  # fmt: skip
+    said = sorted(a for a, _, role in user if role not in UNANSWERED)
+
+    def hears_first(start: int) -> bool:
+        cut_s = start * chunk_s
+        if any(a < cut_s < b for a, b, _ in user):
+            return False
+        reply = next((k for k in range(start, len(chunks)) if chunks[k]["decision"] != "listen"),
+                     None)  # fmt: skip
+        return reply is None or any(cut_s <= a < reply * chunk_s for a in said)
+
     return [
         start
         for start in range(1, len(chunks) - min_chunks + 1)
-        if chunks[start - 1]["decision"] == "listen" and start not in blocked
+        if chunks[start - 1]["decision"] == "listen"
+        and start not in blocked
+        and (not turns or hears_first(start))
     ]
 
 
@@ -102,8 +123,8 @@ def cropped(example: Example, start: int, build: Builder) -> Example:
     """``example`` from chunk ``start`` on: its layout rebuilt over the later chunks (audio
     slots and the encoder's left context start afresh, as in a daemon started there) and
     its log-mel from that chunk. The mel front end's carry at the cut (the overlap of one
-    STFT window) is the earlier audio's, where a fresh daemon has zeros: at most the first
-    frame differs."""
+    STFT window, 240 samples: 1.5 hops) is the earlier audio's, where a fresh daemon has
+    zeros: at most the first two frames differ."""
     if start == 0:
         return example
     per_chunk = example.mel.shape[1] // len(example.chunks)
@@ -325,5 +346,7 @@ def _load_example(
         codes = units(folder / t["files"]["assistant"], len(chunks), t["chunk_s"])
     return Example(sid, t["category"], layout, mel, frames,
                    chunks=tuple(chunks), frame_index=tuple(index),
-                   crops=tuple(crop_starts(chunks, t.get("delegations", ()))), units=codes,
+                   crops=tuple(crop_starts(chunks, t.get("delegations", ()), turns=t["turns"],
+                                           chunk_s=t["chunk_s"])),
+                   units=codes,
                    heard=heard_turns(t["turns"], t["chunk_s"]))  # fmt: skip

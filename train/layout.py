@@ -16,7 +16,10 @@ prefill token) and every next token of the text phase (from ``<|speak|>`` to the
 before the closing one). A decision that changes course is marked ``turn``: ``speak``
 outside a reply (it starts one) or ``listen`` inside one (it yields); the others carry
 on what the context already shows. The text targets of the chunk that starts a reply are
-marked ``opening``: they say which answer the model took the question for. Everything
+marked ``opening``: they say which answer the model took the question for; of those, the
+target that names a delegation span's capability (``timer`` in ``{"name": "timer", ..}``,
+or ``retry`` / ``cancel`` in ``{"retry": ..}``) is also marked ``choice``: the tokens
+before it are the same in every span, so it is where a call picks its tool. Everything
 else (the user's audio, results, markers) is input only: the assistant's spans alone are
 supervised, as in the paper.
 
@@ -35,6 +38,7 @@ __all__ = ["AUDIO", "IGNORE", "TOKEN", "VISION", "Layout", "LayoutStats", "build
 
 IGNORE = -100  # no target at this position (torch's cross-entropy ignore_index)
 TOKEN, AUDIO, VISION = 0, 1, 2  # what fills a position: a token id, an audio or a vision slot
+CALL_PREFIX = '{"name": "'  # how every call span starts (datagen's delegation spans)
 RESULT_TOKENS = 512  # the daemon's cut of an injected result (step.RESULT_TOKENS)
 
 Encode = Callable[[str], list[int]]
@@ -60,6 +64,7 @@ class Layout:
     decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
     turn: list[bool] = field(default_factory=list)  # a decision that changes course (below)
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
+    choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
     stats: LayoutStats = field(default_factory=LayoutStats)
 
@@ -74,6 +79,7 @@ class Layout:
         self.decision.append(False)
         self.turn.append(False)
         self.opening.append(False)
+        self.choice.append(False)
         self.speech.append(-1)
         return len(self.ids) - 1
 
@@ -97,6 +103,7 @@ def build_layout(
     """
     s = special
     out = Layout()
+    name_prefix = encode(CALL_PREFIX)
     pending: list[int] = []
     in_reply = False
     for k, chunk in enumerate(chunks):
@@ -113,24 +120,26 @@ def build_layout(
             in_reply = False
             continue
         out.stats.speaking += 1
-        body: list[tuple[int, bool]] = []  # (token, spoken)
+        body: list[tuple[int, bool, bool]] = []  # (token, spoken, choice)
         for span in chunk["delegate"]:
             ids = encode(span)
             out.stats.span_tokens += len(ids)
-            body += [(s["<|delegate|>"], False), *((t, False) for t in ids),
-                     (s["<|/delegate|>"], False)]  # fmt: skip
+            pick = _choice(ids, name_prefix)
+            body += [(s["<|delegate|>"], False, False),
+                     *((t, False, i == pick) for i, t in enumerate(ids)),
+                     (s["<|/delegate|>"], False, False)]  # fmt: skip
         text = chunk["text"]
         spoken = encode((" " + text) if in_reply and text else text)
         if len(spoken) > max_text_tokens:
             out.stats.truncated_chunks += 1
             spoken = spoken[:max_text_tokens]
         out.stats.text_tokens += len(spoken)
-        body += [(t, True) for t in spoken]
+        body += [(t, True, False) for t in spoken]
         ends_turn = decision == "turn_eos"
         close = s["<|turn_eos|>"] if ends_turn and len(spoken) < max_text_tokens else None
         prev = out.add(s["<|speak|>"])
-        for token, is_spoken in body:
-            out.labels[prev], out.opening[prev] = token, opens
+        for token, is_spoken, is_choice in body:
+            out.labels[prev], out.opening[prev], out.choice[prev] = token, opens, is_choice
             prev = out.add(token)
             if is_spoken:
                 out.speech[prev] = k
@@ -143,6 +152,16 @@ def build_layout(
             pending = [s["<|chunk_end|>"]]
         in_reply = not ends_turn
     return out
+
+
+def _choice(ids: Sequence[int], name_prefix: Sequence[int]) -> int:
+    """The index in a span's ``ids`` of the token that names its capability: the first
+    that differs from ``{"name": "`` (``CALL_PREFIX``), whose tokens every call shares; a
+    control span (``{"retry": ..``) differs at its key."""
+    same = 0
+    while same < min(len(ids), len(name_prefix)) and ids[same] == name_prefix[same]:
+        same += 1
+    return same
 
 
 def _prefill(

@@ -25,7 +25,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, next-text-token accuracy (of a reply's first chunk, and of
-    its first token: which answer was chosen); with ``speech_ids``, the speech
+    its first token: which answer was chosen; and of the token naming a call's
+    capability: which tool it picked); with ``speech_ids``, the speech
     decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
     units, as in the daemon); with ``listen``, the listening loss and the
     character error rate of its greedy transcripts of the user's turns."""
@@ -35,7 +36,8 @@ def evaluate(
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
                           "turns_right", "ctc", "heard", "edits", "chars", "o",
-                          "o_right", "s_closed", "f", "f_right"), 0.0)  # fmt: skip
+                          "o_right", "s_closed", "f", "f_right", "c", "c_right"),
+                         0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids).to(device)
@@ -65,6 +67,8 @@ def evaluate(
             sums["o_right"] += losses.opening_right
             sums["f"] += losses.first_tokens
             sums["f_right"] += losses.first_right
+            sums["c"] += losses.choice_tokens
+            sums["c_right"] += losses.choice_right
             sums["turns"] += losses.turns
             sums["turns_right"] += losses.turns_right
     model.train(was)
@@ -98,7 +102,9 @@ def evaluate(
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
         "opening_accuracy": ratio(sums["o_right"], sums["o"]),
         "first_token_accuracy": ratio(sums["f_right"], sums["f"]),
+        "call_accuracy": ratio(sums["c_right"], sums["c"]),
         "replies": sums["f"],
+        "calls": sums["c"],
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
@@ -114,11 +120,14 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     if "heard_cer" in m:
         speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
     what = what or f"train: validation at step {step}"
+    calls = ""
+    if m.get("calls"):
+        calls = f", a call's tool {100 * m['call_accuracy']:.1f}% of {int(m['calls'])}"
     return (
         f"{what}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
         f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
         f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "
         f"{100 * m.get('opening_accuracy', 0):.1f}%, its first token "
-        f"{100 * m.get('first_token_accuracy', 0):.1f}%){speech}"
+        f"{100 * m.get('first_token_accuracy', 0):.1f}%){calls}{speech}"
     )

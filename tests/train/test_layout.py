@@ -142,3 +142,30 @@ def test_only_the_text_of_a_replys_first_chunk_is_marked_opening() -> None:
         ("speak", "7"), ("7", "turn_eos"),  # after a listen
     ]  # fmt: skip
     assert not any(o and d for o, d in zip(layout.opening, layout.decision, strict=True))
+
+
+def test_the_target_naming_a_calls_capability_is_marked_choice() -> None:
+    """With the tokenizer training trains (a BPE of the set's text), the choice target of
+    a call span is its capability's first token (the tokens before it, ``{"name": "``,
+    are the same in every call), and of a control span its key; nothing else is."""
+    from venus.train.tokenizer import train_tokenizer
+
+    calls = ['{"name": "timer", "arguments": {"seconds": 30}}',
+             '{"name": "weather", "arguments": {"city": "Oslo"}}',
+             '{"retry": "0b36f550"}']  # fmt: skip
+    tok = train_tokenizer(calls * 20 + ["Okay, one moment.", "The sky is blue."], 300)
+
+    def bpe(text: str) -> list[int]:
+        return list(tok.encode(text).ids)
+
+    chunks = [chunk(), chunk("speak", "Okay, one moment.", (calls[0], calls[2])),
+              chunk("turn_eos", "The sky is blue.", (calls[1],))]  # fmt: skip
+    layout = build_layout(chunks, S, bpe, audio_tokens=1, vision_tokens=0, max_text_tokens=64)
+    picked = [tok.decode([layout.labels[i]]) for i, c in enumerate(layout.choice) if c]
+    assert picked == [tok.decode([bpe(c)[k]]) for c, k in ((calls[0], 4), (calls[2], 1),
+                                                            (calls[1], 4))]  # fmt: skip
+    assert [p[:1] for p in picked] == ["t", "r", "w"]
+    # each choice is a target of the span's own tokens, in the chunk that opens the reply
+    # or one after it
+    assert all(layout.labels[i] != IGNORE for i, c in enumerate(layout.choice) if c)
+    assert [layout.opening[i] for i, c in enumerate(layout.choice) if c] == [True, True, False]

@@ -142,6 +142,8 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
         for key in ("rate_wpm", "pitch"):
             ours, theirs = getattr(train_set.speech, key), getattr(heldout.speech, key)
             assert sum(ours) // 2 == sum(theirs) // 2, f"{name}: {key}"
+    calls = load_train_config(recipes / "venus-tiny-calls.toml")  # the thirteenth round's
+    assert calls.call_weight > 1 and dataclasses.replace(calls, call_weight=1.0) == recipe
     tenth = load_train_config(recipes / "venus-tiny-listen-38-voices.toml")
     listen = load_train_config(recipes / "venus-tiny-listen.toml")
     assert tenth.listen_only and (tenth.preset, tenth.seed, tenth.validation) == (
@@ -172,10 +174,47 @@ def test_crops_start_where_no_reply_or_call_is_cut() -> None:
     assert crop_starts(chunks) == [1, 2, 5, 8, 9]
 
 
+def test_a_crop_never_opens_on_a_reply_to_words_it_cut_off() -> None:
+    """With the turns, a crop starts before the words the next reply answers: not at the
+    reply itself, not in the gap between question and reply, not inside a user's turn."""
+    from venus.train.data import crop_starts
+
+    chunks = [_chunk("listen"), _chunk("listen"), _chunk("listen"), _chunk("speak"),
+              _chunk("turn_eos"), _chunk("listen"), _chunk("listen"), _chunk("listen"),
+              _chunk("speak"), _chunk("turn_eos"), _chunk("listen"), _chunk("listen"),
+              _chunk("listen"), _chunk("listen")]  # fmt: skip
+    turns = [
+        {"speaker": "user", "role": "question", "start_s": 0.5, "end_s": 2.4},
+        {"speaker": "assistant", "role": "answer", "start_s": 4.0, "end_s": 6.0},
+        {"speaker": "user", "role": "backchannel", "start_s": 4.2, "end_s": 4.6},
+        {"speaker": "background", "role": "tv_line", "start_s": 5.5, "end_s": 7.5},
+        {"speaker": "user", "role": "question", "start_s": 6.2, "end_s": 7.6},
+        {"speaker": "assistant", "role": "answer", "start_s": 9.0, "end_s": 11.0},
+    ]
+    # without the turns, every chunk after a listening one (and 4 left)
+    assert crop_starts(chunks) == [1, 2, 3, 6, 7, 8]
+    # 1, 2: inside or after the first question, before its answer (chunk 3); 3: the answer
+    # itself; 7: inside the second question; 8: its answer. 6: before the second question
+    # (the television across the cut is not the user's)
+    assert crop_starts(chunks, turns=turns) == [6]
+    # an aside is not what a reply answers: a crop that cut off the question and hears
+    # only the aside before the answer is no start; were the aside a question, it is one
+    chunks = [_chunk("listen")] * 4 + [_chunk("speak"), _chunk("turn_eos")] + [_chunk("listen")] * 4
+    turns = [
+        {"speaker": "user", "role": "question", "start_s": 0.5, "end_s": 1.8},
+        {"speaker": "user", "role": "aside", "start_s": 2.2, "end_s": 2.8},
+        {"speaker": "assistant", "role": "answer", "start_s": 5.0, "end_s": 6.0},
+    ]
+    assert crop_starts(chunks) == [1, 2, 3, 4]
+    assert crop_starts(chunks, turns=turns) == []
+    asked = [dict(t, role="question") if t["role"] == "aside" else t for t in turns]
+    assert crop_starts(chunks, turns=asked) == [2]
+
+
 def test_a_cropped_example_is_the_sample_started_there(small_set: Path, tmp_path: Path) -> None:
     """A crop equals a sample whose audio and trajectory begin at the crop: the same
-    layout, the same log-mel but for the first frame (the front end's carry; equal here
-    too where the cut falls in a pause)."""
+    layout, the same log-mel but for the first two frames (the front end's carry of 240
+    samples reaches 80 into the second; equal there too where the cut falls in a pause)."""
     import shutil
     import wave
 
@@ -219,7 +258,7 @@ def test_a_cropped_example_is_the_sample_started_there(small_set: Path, tmp_path
 
     assert targets(crop) == targets(direct)  # the frames move the targets, change none
     assert audio_only.mel.shape == direct.mel.shape
-    np.testing.assert_allclose(audio_only.mel[:, 1:], direct.mel[:, 1:], atol=1e-4)
+    np.testing.assert_allclose(audio_only.mel[:, 2:], direct.mel[:, 2:], atol=1e-4)
 
 
 def test_batches_crop_the_configured_share(small_set: Path) -> None:
@@ -395,6 +434,55 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
     assert bool((first <= batch.opening).all())
     right = logits[first].argmax(dim=1) == batch.labels[first]
     assert plain.first_right == int(right.sum())
+
+
+def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: Path) -> None:
+    """``call_weight`` multiplies the weight of the choice targets (layout.py) on top of
+    ``reply_weight``, and the losses count how often the tool named was the right one."""
+    import torch.nn.functional as F  # noqa: N812
+
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    calls_set = tmp_path / "set"
+    run(parse_config({
+        "samples": 2, "duration": {"min_s": 8.0, "max_s": 12.0},
+        "mix": {"category": {"offline_understanding": 0.0, "proactive_duplex": 0.0,
+                             "delegation": 1.0}},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    }), calls_set, seed=2)  # fmt: skip
+    from venus.export.model.config import PRESETS
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+    from venus.train.batch import collate, embeddings, forward_losses
+    from venus.train.data import load_examples, read_index
+    from venus.train.layout import IGNORE
+
+    cfg = PRESETS["tiny"]()
+    model = VenusModel(cfg)
+    init_model(model, 0)
+    examples = load_examples(calls_set, read_index(calls_set), byte_builder(),
+                             image_size=cfg.vision.image_size)  # fmt: skip
+    batch = collate(examples)
+    control = [cfg.special_token_ids[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
+    text = (batch.labels != IGNORE) & ~batch.decision
+    assert not bool((batch.choice & ~text).any())
+    with torch.no_grad():
+        plain = forward_losses(model, batch, control, reply_weight=2.0)
+        weighted = forward_losses(model, batch, control, reply_weight=2.0, call_weight=3.0)
+        emb = embeddings(model, batch)
+        b, n = batch.ids.shape
+        empty = model.backbone.new_cache(b)
+        logits = model.backbone(emb, batch.mask, torch.arange(n)[None].expand(b, n),
+                                empty.keys, empty.values)[0]  # fmt: skip
+    each = F.cross_entropy(logits[text], batch.labels[text], reduction="none")
+    weight = (1.0 + batch.opening[text].float()) * (1.0 + 2.0 * batch.choice[text].float())
+    assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
+                                                  rel=1e-5)  # fmt: skip
+    assert float(weighted.text) != pytest.approx(float(plain.text), rel=1e-4)
+    assert plain.choice_tokens == int(batch.choice.sum()) > 0
+    right = logits[batch.choice].argmax(dim=1) == batch.labels[batch.choice]
+    assert plain.choice_right == int(right.sum())
 
 
 def test_a_run_saved_before_a_key_existed_still_resumes() -> None:
