@@ -74,7 +74,7 @@ def test_the_draws_are_the_steps() -> None:
     from venus.train.batch import Batch
 
     mel = torch.stack([tone(300), tone(900)])
-    batch = Batch(*(torch.zeros(2, 4, dtype=torch.int64) for _ in range(8)), mel=mel,
+    batch = Batch(*(torch.zeros(2, 4, dtype=torch.int64) for _ in range(9)), mel=mel,
                   frames=None, frame_offset=torch.zeros(2, dtype=torch.int64))  # fmt: skip
 
     class Row:  # an Example as augmented reads it: its log-mel's frames
