@@ -1,0 +1,97 @@
+"""The text loss's weights on a small generated set: a reply's first chunk counts
+``reply_weight`` times, the target naming a call's tool ``call_weight`` times more, each
+checked against the cross-entropy computed by hand from the backbone's logits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812
+from support.layouts import byte_builder
+
+from venus.export.model.config import PRESETS
+from venus.export.model.init import init_model
+from venus.export.model.venus import VenusModel
+from venus.train.batch import Batch, collate, embeddings, forward_losses
+from venus.train.data import load_examples, read_index
+from venus.train.layout import IGNORE
+
+CFG = PRESETS["tiny"]()
+CONTROL = [CFG.special_token_ids[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
+
+
+def _model() -> VenusModel:
+    model = VenusModel(CFG)
+    init_model(model, 0)
+    return model
+
+
+def _batch(data: Path, samples: int | None = None) -> Batch:
+    records = read_index(data)[:samples]
+    return collate(load_examples(data, records, byte_builder(),
+                                 image_size=CFG.vision.image_size))  # fmt: skip
+
+
+def _logits(model: VenusModel, batch: Batch) -> torch.Tensor:
+    """The backbone's teacher-forced logits, as ``forward_losses`` computes them."""
+    emb = embeddings(model, batch)
+    b, n = batch.ids.shape
+    empty = model.backbone.new_cache(b)
+    return model.backbone(emb, batch.mask, torch.arange(n)[None].expand(b, n),
+                          empty.keys, empty.values)[0]  # fmt: skip
+
+
+def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_set: Path) -> None:
+    model, batch = _model(), _batch(small_set, 2)
+    text = (batch.labels != IGNORE) & ~batch.decision
+    assert 0 < int(batch.opening.sum()) < int(text.sum())
+    assert not bool((batch.opening & ~text).any())
+    with torch.no_grad():
+        plain = forward_losses(model, batch, CONTROL)
+        weighted = forward_losses(model, batch, CONTROL, reply_weight=5.0)
+        logits = _logits(model, batch)
+    each = F.cross_entropy(logits[text], batch.labels[text], reduction="none")
+    weight = 1.0 + 4.0 * batch.opening[text].float()
+    assert float(plain.text) == pytest.approx(float(each.mean()), rel=1e-5)
+    assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
+                                                  rel=1e-5)  # fmt: skip
+    assert plain.opening_tokens == int(batch.opening.sum()) > 0
+    # one first token a reply: as many as the decisions that start one (speak, changing course)
+    starts = batch.decision & batch.turn & (batch.labels == CONTROL[1])
+    assert plain.first_tokens == int(starts.sum()) > 0
+    first = F.pad(starts[:, :-1], (1, 0))  # the token after the decision that starts it
+    assert bool((first <= batch.opening).all())
+    right = logits[first].argmax(dim=1) == batch.labels[first]
+    assert plain.first_right == int(right.sum())
+
+
+def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: Path) -> None:
+    """``call_weight`` multiplies the weight of the choice targets (layout.py) on top of
+    ``reply_weight``, and the losses count how often the tool named was the right one."""
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    calls_set = tmp_path / "set"
+    run(parse_config({
+        "samples": 2, "duration": {"min_s": 8.0, "max_s": 12.0},
+        "mix": {"category": {"offline_understanding": 0.0, "proactive_duplex": 0.0,
+                             "delegation": 1.0}},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    }), calls_set, seed=2)  # fmt: skip
+    model, batch = _model(), _batch(calls_set)
+    text = (batch.labels != IGNORE) & ~batch.decision
+    assert not bool((batch.choice & ~text).any())
+    with torch.no_grad():
+        plain = forward_losses(model, batch, CONTROL, reply_weight=2.0)
+        weighted = forward_losses(model, batch, CONTROL, reply_weight=2.0, call_weight=3.0)
+        logits = _logits(model, batch)
+    each = F.cross_entropy(logits[text], batch.labels[text], reduction="none")
+    weight = (1.0 + batch.opening[text].float()) * (1.0 + 2.0 * batch.choice[text].float())
+    assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
+                                                  rel=1e-5)  # fmt: skip
+    assert float(weighted.text) != pytest.approx(float(plain.text), rel=1e-4)
+    assert plain.choice_tokens == int(batch.choice.sum()) > 0
+    right = logits[batch.choice].argmax(dim=1) == batch.labels[batch.choice]
+    assert plain.choice_right == int(right.sum())
