@@ -85,6 +85,7 @@ class Speaker:
         self._resampler = StreamResampler(source_rate, sample_rate)
         self._pending_src = 0.0  # source samples inside the resampler, not yet output
         self._playout = Playout(sample_rate)
+        self._underflows = 0  # audio callbacks that reported the device had run dry
         hooks = KeeperHooks(self._open, self._on_lost, lambda: None, self._on_tick)
         self._keeper = StreamKeeper("speaker", self.device, self._backend, hooks, on_event)
 
@@ -96,6 +97,13 @@ class Speaker:
     @property
     def lost(self) -> bool:
         return self._keeper.lost
+
+    @property
+    def underflows(self) -> int:
+        """How many times the device ran dry since this speaker was made (the backend's
+        output-underflow flag): a gap was heard, and what was played no longer lies at
+        the times ``position`` predicted."""
+        return self._underflows
 
     @property
     def playing(self) -> bool:
@@ -166,10 +174,12 @@ class Speaker:
             found.index, self.sample_rate, 1, self._block_frames, self._latency_s, self._on_audio
         )
 
-    def _on_audio(self, block: Block, delay_s: float, _underflowed: bool) -> None:
+    def _on_audio(self, block: Block, delay_s: float, underflowed: bool) -> None:
         """The audio callback: copy from the queue (or silence), record when it is heard."""
         now = time.monotonic()
         self._keeper.beat()
+        if underflowed:
+            self._underflows += 1
         with self._lock:
             self._playout.fill(block[:, 0], now + delay_s)
         if block.shape[1] > 1:

@@ -317,3 +317,17 @@ def test_the_pyaudio_backend_plays_and_records_a_tone(pulse: PulseServer) -> Non
     where = np.flatnonzero(np.abs(heard) > 0.05)
     assert where.size, "nothing came back through the pyaudio backend"
     assert abs(peak_hz(heard[where[0] : where[-1] + 1]) - 440) < 3.0
+
+
+def test_a_starved_audio_thread_is_counted_as_an_underflow(speaker: Speaker) -> None:
+    """The audio callback held up past its buffer (as a loaded machine does) leaves the
+    device dry: the speaker counts it, so that who relies on its timing can tell."""
+    speaker.play(tone(440, 1.0))
+    time.sleep(0.2)
+    assert speaker.underflows == 0
+    with speaker._lock:  # the callback waits on it: no audio for 0.3 s (7 buffers)
+        time.sleep(0.3)
+    deadline = time.monotonic() + WAIT_S
+    while speaker.underflows == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert speaker.underflows > 0

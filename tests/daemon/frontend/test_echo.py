@@ -64,15 +64,22 @@ def test_the_assistant_is_cancelled_from_the_microphone(
     devices: tuple[Speaker, Microphone],
 ) -> None:
     speaker, mic = devices
-    echo = EchoPath(speaker, make_echo_canceller("auto"), SOURCE_RATE, BUFFER_MS)
-    assert echo.canceller.strategy == "speexdsp"
-    raw, cleaned = record_while_playing(echo, mic)
+    # A run in which the speaker ran dry (a loaded machine starves the audio thread: CI
+    # once saw ALSA underruns and 1 dB) played its echo at other times than the reference
+    # says, so no canceller can follow it: such a run is measured again, up to 3 runs.
+    for _ in range(3):
+        echo = EchoPath(speaker, make_echo_canceller("auto"), SOURCE_RATE, BUFFER_MS)
+        assert echo.canceller.strategy == "speexdsp"
+        before = speaker.underflows
+        raw, cleaned = record_while_playing(echo, mic)
+        if speaker.underflows == before:
+            break
     # converged part: the last 3 s of playback
     late = slice(len(raw) - 7, len(raw) - 1)
     echo_db = 10 * np.log10(energy(raw[late]))
     assert echo_db > -35, "the microphone did not hear the speaker"
     erle = 10 * np.log10(energy(raw[late]) / energy(cleaned[late]))
-    assert erle > 10, f"only {erle:.1f} dB of echo removed"
+    assert erle > 10, f"only {erle:.1f} dB of echo removed ({speaker.underflows} underflows)"
 
 
 def test_without_cancellation_the_echo_passes_and_suppress_mutes_it(
