@@ -47,7 +47,19 @@ class Overrun:
     at_s: float
 
 
-HwEvent = DeviceLost | DeviceRestored | Overrun
+@dataclass(frozen=True)
+class Underflow:
+    """The output device ran dry: the audio callback came too late to fill a buffer, a
+    gap was heard, and what plays after it is late against the speaker's clock."""
+
+    priority: ClassVar[str] = "control"
+    device: DeviceKind
+    count: int  # underflows since the last report
+    total: int  # underflows counted since the speaker was made
+    at_s: float
+
+
+HwEvent = DeviceLost | DeviceRestored | Overrun | Underflow
 EventSink = Callable[[HwEvent], None]
 
 

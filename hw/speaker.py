@@ -19,6 +19,10 @@ plays to its end (audio played after that starts a new resampler stream).
 A lost device (see ``stream_keeper``) drops the queue and what was inside the device,
 plays nothing, and drops ``play`` calls until it is restored: nothing stale plays later,
 and ``played_samples`` stops, so the owner never counts unplayed audio as delivered.
+
+An underflow (the callback came too late and the device ran dry) is counted
+(``underflows``) and reported to ``on_event`` as ``Underflow`` from the watchdog thread,
+at most one event per ``UNDERFLOW_REPORT_S``: never from the audio callback.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from venus.hw.backends import (
     find_device,
     get_backend,
 )
-from venus.hw.events import EventSink, ignore_events
+from venus.hw.events import EventSink, Underflow, ignore_events
 from venus.hw.playout import Playout
 from venus.hw.resample import StreamResampler
 from venus.hw.stream_keeper import STARTUP_S, KeeperHooks, StreamKeeper, StreamState
@@ -48,6 +52,7 @@ from venus.hw.stream_keeper import STARTUP_S, KeeperHooks, StreamKeeper, StreamS
 __all__ = ["Position", "Speaker"]
 
 log = logging.getLogger(__name__)
+UNDERFLOW_REPORT_S = 0.5  # at most one Underflow event per this long (a starved thread floods)
 
 Samples = npt.NDArray[np.float32]
 
@@ -86,6 +91,8 @@ class Speaker:
         self._pending_src = 0.0  # source samples inside the resampler, not yet output
         self._playout = Playout(sample_rate)
         self._underflows = 0  # audio callbacks that reported the device had run dry
+        self._reported = (0, 0.0)  # (underflows, when) last sent as an Underflow event
+        self._on_event = on_event
         hooks = KeeperHooks(self._open, self._on_lost, lambda: None, self._on_tick)
         self._keeper = StreamKeeper("speaker", self.device, self._backend, hooks, on_event)
 
@@ -185,14 +192,23 @@ class Speaker:
         if block.shape[1] > 1:
             block[:, 1:] = block[:, :1]
 
+    def _report_underflows(self, now: float) -> None:
+        total = self._underflows  # an int the callback alone writes: read without a lock
+        reported, at = self._reported
+        if total > reported and now - at >= UNDERFLOW_REPORT_S:
+            self._reported = (total, now)
+            self._on_event(Underflow("speaker", total - reported, total, now))
+
     def _on_lost(self, _last_audio_s: float) -> None:
         with self._feed_lock, self._lock:
             self._resampler.reset()
             self._pending_src = 0.0
             self._playout.drop_all(time.monotonic())
 
-    def _on_tick(self, _now: float) -> None:
-        """Watchdog tick: flush the resampler's tail when the queue runs low."""
+    def _on_tick(self, now: float) -> None:
+        """Watchdog tick: report new underflows; flush the resampler's tail when the
+        queue runs low."""
+        self._report_underflows(now)
         low_water = self.sample_rate * self.buffer_ms // 1000
         with self._feed_lock:
             with self._lock:

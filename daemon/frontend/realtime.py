@@ -54,7 +54,7 @@ class LiveHooks:
 
     warming_up: Callable[[], None] = _nothing  # the engines are about to be warmed up
     started: Callable[[Frontend], None] = _nothing  # warmed up, devices open; loop's thread
-    device: EventSink = ignore_events  # DeviceLost / DeviceRestored / Overrun (their threads)
+    device: EventSink = ignore_events  # DeviceLost / Restored, Overrun, Underflow (their threads)
 
 
 class Gain:

@@ -45,7 +45,7 @@ from venus.daemon.harness.item import WorkItem
 from venus.daemon.harness.journal import Journal
 from venus.daemon.harness.states import State
 from venus.errors import VenusError
-from venus.hw.events import DeviceLost, DeviceRestored, HwEvent, Overrun
+from venus.hw.events import DeviceLost, DeviceRestored, HwEvent, Overrun, Underflow
 
 __all__ = ["DEVICE_STATES", "LATENCY_BUCKETS_S", "MQTT_COUNTERS", "Metrics"]
 
@@ -169,6 +169,12 @@ class Metrics:
             ["device"],
             registry=reg,
         )
+        self._underflows = Counter(
+            "venus_audio_underflows",
+            "Times the output device ran dry (the audio thread came too late): a gap heard.",
+            ["device"],
+            registry=reg,
+        )
         reg.register(_ScrapeTime(self))
         if process_metrics:
             ProcessCollector(registry=reg)
@@ -273,7 +279,7 @@ class Metrics:
 
     def on_device_event(self, event: HwEvent) -> None:
         """An ``hw`` ``EventSink``: lost -> ``lost``, restored -> ``running``; overruns
-        are counted. Chain it after the loop's own sink."""
+        and underflows are counted. Chain it after the loop's own sink."""
         if isinstance(event, DeviceLost):
             self._device_losses.labels(device=event.device).inc()
             self.set_device(event.device, "lost")
@@ -281,6 +287,8 @@ class Metrics:
             self.set_device(event.device, "running")
         elif isinstance(event, Overrun):
             self._lost_audio.labels(device=event.device).inc(event.lost_samples / SAMPLES_PER_S)
+        elif isinstance(event, Underflow):
+            self._underflows.labels(device=event.device).inc(event.count)
 
     def devices(self) -> dict[str, str]:
         """Every device's state now: the providers', else what was set."""

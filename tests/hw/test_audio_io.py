@@ -23,7 +23,7 @@ from support.services import PulseServer
 from venus.errors import DeviceError
 from venus.hw.audio import SAMPLE_RATE, AudioChunk, Microphone, list_devices
 from venus.hw.backends import rescan_devices
-from venus.hw.events import DeviceLost, DeviceRestored, HwEvent, Overrun
+from venus.hw.events import DeviceLost, DeviceRestored, HwEvent, Overrun, Underflow
 from venus.hw.speaker import Speaker
 
 SOURCE_RATE = 24000  # what the speech decoder produces
@@ -319,15 +319,18 @@ def test_the_pyaudio_backend_plays_and_records_a_tone(pulse: PulseServer) -> Non
     assert abs(peak_hz(heard[where[0] : where[-1] + 1]) - 440) < 3.0
 
 
-def test_a_starved_audio_thread_is_counted_as_an_underflow(speaker: Speaker) -> None:
+def test_a_starved_audio_thread_is_counted_as_an_underflow(pulse: PulseServer) -> None:
     """The audio callback held up past its buffer (as a loaded machine does) leaves the
-    device dry: the speaker counts it, so that who relies on its timing can tell."""
-    speaker.play(tone(440, 1.0))
-    time.sleep(0.2)
-    assert speaker.underflows == 0
-    with speaker._lock:  # the callback waits on it: no audio for 0.3 s (7 buffers)
-        time.sleep(0.3)
-    deadline = time.monotonic() + WAIT_S
-    while speaker.underflows == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert speaker.underflows > 0
+    device dry: the speaker counts it and reports it (from its watchdog thread, not the
+    audio callback), so that who relies on its timing can tell."""
+    events = Events()
+    with Speaker(buffer_ms=BUFFER_MS, source_rate=SOURCE_RATE, on_event=events) as speaker:
+        speaker.play(tone(440, 1.0))
+        time.sleep(0.2)
+        assert speaker.underflows == 0
+        with speaker._lock:  # the callback waits on it: no audio for 0.3 s (7 buffers)
+            time.sleep(0.3)
+        underflow = events.wait_for(Underflow, "speaker", timeout_s=WAIT_S)
+        assert speaker.underflows > 0
+    assert isinstance(underflow, Underflow)
+    assert 1 <= underflow.count == underflow.total <= speaker.underflows

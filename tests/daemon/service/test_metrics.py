@@ -18,7 +18,7 @@ from venus.daemon.harness.item import WorkItem, new_item_id
 from venus.daemon.harness.journal import Journal
 from venus.daemon.harness.states import State
 from venus.daemon.service.metrics import DEVICE_STATES, MQTT_COUNTERS, Metrics
-from venus.hw.events import DeviceLost, DeviceRestored, Overrun
+from venus.hw.events import DeviceLost, DeviceRestored, Overrun, Underflow
 
 WAIT_S = 10.0  # every wait has a timeout; a pass never comes near it
 REPO = Path(__file__).resolve().parents[3]
@@ -198,11 +198,14 @@ def test_device_states_from_providers_events_and_setters(metrics: Metrics) -> No
     camera_state = "ended"
     metrics.on_device_event(DeviceRestored("microphone", "default", 2.0, 3.0))
     metrics.on_device_event(Overrun("microphone", 8000, 1, 3.5))
+    metrics.on_device_event(Underflow("speaker", 3, 3, 3.6))
+    metrics.on_device_event(Underflow("speaker", 2, 5, 4.1))
     s = scrape(metrics)
     assert value(s, "venus_device_state", device="camera", state="ended") == 1
     assert value(s, "venus_device_state", device="camera", state="running") == 0
     assert value(s, "venus_device_state", device="microphone", state="running") == 1
     assert value(s, "venus_audio_overrun_seconds_total", device="microphone") == 0.5
+    assert value(s, "venus_audio_underflows_total", device="speaker") == 5
     assert metrics.devices() == {"microphone": "running", "speaker": "running", "camera": "ended"}
 
 
