@@ -49,6 +49,10 @@ vad (a cascade: yield to any overlapping user speech, answer after 0.6 s of sile
 always-continue (never yield while speaking). Each overlap is labelled from the daemon's
 timeline and confirmed on output.wav (docs/evaluation.md).
 
+The camera: a sample cut from a `venus datagen` sample of the video group runs with that
+sample's video.avi, read from where the cut starts, as the daemon would have seen it; the
+benchmark's own samples and audio-group ones run without one (--no-video: none at all).
+
 Writes OUT/<policy>/<task>/<id>/ (output.wav, exactly as long as input.wav;
 timeline.jsonl, conversation.wav, summary.json), OUT/<policy>/report.json and report.md,
 and OUT/report.json and OUT/report.md with the policies side by side."""
@@ -206,6 +210,13 @@ examples:
         help="samples run in J worker processes (0: one per CPU; default 1)",
     )
     duplex.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    duplex.add_argument(
+        "--no-video",
+        dest="video",
+        action="store_false",
+        help="run every sample without the camera, even where its source sample has a video "
+        "(audio only, as the figures before 2026-12-03 were measured)",
+    )
     add_temperature(duplex)
     duplex.set_defaults(run=_duplex)
 

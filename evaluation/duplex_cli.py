@@ -14,7 +14,7 @@ from pathlib import Path
 
 from venus.daemon.frontend.policy import POLICY_NAMES
 from venus.errors import EvaluationError
-from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex
+from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex, source_video
 from venus.evaluation.duplex_report import RunInfo, write_duplex_report
 from venus.evaluation.progress import PolicyProgress
 from venus.evaluation.sampling import daemon_temperature
@@ -34,13 +34,15 @@ def main(args: argparse.Namespace) -> int:
             logging.getLogger(name).setLevel(logging.ERROR)
     policies = tuple(dict.fromkeys(args.policy or POLICY_NAMES))  # in order, once each
     jobs = args.jobs or os.cpu_count() or 1
-    total = len(limit_samples(find_samples(args.data), args.limit))
+    refs = limit_samples(find_samples(args.data), args.limit)
+    total = len(refs)
+    with_video = sum(source_video(r) is not None for r in refs) if args.video else 0
     with ExitStack() as stack:
         engines = args.engines
         if engines is None:
             tiny = files("venus.demo") / "engines" / "tiny"
             engines = Path(stack.enter_context(as_file(tiny)))
-        setup = DuplexSetup(engines, seed=args.seed, temperature=args.temperature)
+        setup = DuplexSetup(engines, seed=args.seed, temperature=args.temperature, video=args.video)
         progress = PolicyProgress(sys.stderr, policies, total)
         started = time.perf_counter()
         runs = run_duplex(
@@ -58,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
         jobs=jobs,
         wall_s=round(wall_s, 1),
         command=_command(args),
+        camera=_camera(args.video, with_video, total),
     )
     json_path, md_path = write_duplex_report(runs, info, setup.rules)
     for run in runs:
@@ -75,6 +78,15 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _camera(video: bool, with_video: int, total: int) -> str:
+    if not video:
+        return "none (--no-video)"
+    return (
+        f"the video of the sample each was cut from, read from the cut's start: {with_video} "
+        f"of {total} samples (the rest have none: the audio group, or no source sample)"
+    )
+
+
 def _command(args: argparse.Namespace) -> str:
     """The command line that makes this run again."""
     words = ["venus", "eval", "duplex", "--data", str(args.data), "--out", str(args.out)]
@@ -86,6 +98,8 @@ def _command(args: argparse.Namespace) -> str:
         words += ["--limit", str(args.limit)]
     if args.seed:
         words += ["--seed", str(args.seed)]
+    if not args.video:
+        words.append("--no-video")
     if args.temperature != daemon_temperature():
         words += ["--temperature", f"{args.temperature:g}"]
     words += ["--jobs", str(args.jobs)]

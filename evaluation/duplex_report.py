@@ -63,6 +63,7 @@ class RunInfo:
     jobs: int
     wall_s: float
     command: str
+    camera: str = "none"  # what the samples saw (the report's camera line)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def render_duplex_markdown(
         f"- command: `{info.command}`",
         f"- data: `{info.data}` ({scope}); outputs and per-policy reports: `{info.out}/<policy>/`",
         f"- engines: `{info.engines}`; seed {info.seed}, temperature {info.temperature:g}",
+        f"- camera: {info.camera}",
         f"- wall time: {info.wall_s:.1f} s with {info.jobs} job(s)",
     ]
     return "\n".join(lines) + "\n"

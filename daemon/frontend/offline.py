@@ -36,6 +36,13 @@ from venus.hw.video_file import VideoFile
 log = logging.getLogger(__name__)
 
 
+def _shifted(frames: FrameSource, offset_s: float) -> FrameSource:
+    """``frames`` read ``offset_s`` later on their own clock."""
+    if not offset_s:
+        return frames
+    return lambda t_s: frames(t_s + offset_s)
+
+
 @dataclass(frozen=True)
 class OfflineRun:
     out_dir: Path
@@ -57,10 +64,15 @@ def run_offline(
     extra_summary: dict[str, object] | None = None,
     session_id: str | None = None,
     policy: DecisionPolicy | None = None,
+    video_offset_s: float = 0.0,
 ) -> OfflineRun:
     """The frontend over ``input_wav``; outputs in ``out_dir``. ``policy`` takes the
     control decisions (default ``ModelPolicy``; ``VadPolicy`` and ``AlwaysContinuePolicy``
-    are the evaluation baselines); ``summary.json`` names it."""
+    are the evaluation baselines); ``summary.json`` names it. ``video_offset_s``: where
+    the input starts on the video's clock (an input cut from a longer recording: the
+    frame at input time t is the video's at t + offset)."""
+    if not video_offset_s >= 0:
+        raise ValueError(f"video_offset_s must be >= 0, not {video_offset_s!r}")
     policy = policy or ModelPolicy()
     out_dir.mkdir(parents=True, exist_ok=True)
     s = engines.manifest.schedule
@@ -71,7 +83,7 @@ def run_offline(
     video_file = None
     if video is not None and engines.vision is not None:
         video_file = VideoFile(video, size=s.image_size or VISION_SIZE)
-        frames = video_file.frame_at
+        frames = _shifted(video_file.frame_at, video_offset_s)
     elif video is not None:
         log.warning("%s: the engines are an audio frontend; the video is not used", video)
     with TimelineWriter(out_dir / "timeline.jsonl") as timeline:
