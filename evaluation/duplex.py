@@ -16,15 +16,15 @@ another thread count may move output samples by one least significant bit).
 **The camera.** A sample cut from a ``venus datagen`` sample of the video group
 (``metadata.json`` ``source``) runs with that sample's ``video.avi`` as the camera, read
 from the cut's start (``source.offset_s``), as the daemon would have seen it
-(:func:`source_video`); the benchmark's own samples and audio-group ones run without a
-camera, and so does everything with ``DuplexSetup(video=False)`` (``--no-video``, the
-figures before 2026-12-03). ``summary.json`` names the video and offset used.
+(:func:`venus.evaluation.source.source_video`); the benchmark's own samples and
+audio-group ones run without a camera, and so does everything with
+``DuplexSetup(video=False)`` (``--no-video``, the figures before 2026-12-03).
+``summary.json`` names the video and offset used.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import multiprocessing
 import os
@@ -48,17 +48,16 @@ from venus.evaluation.hints import reply_playbacks, timeline_hints
 from venus.evaluation.metrics import DEFAULT_RULES, Rules, label_overlap
 from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import INPUT_WAV, SampleRef, SampleScore, find_samples, score_sample
+from venus.evaluation.source import source_video
 
 __all__ = [
     "DuplexRun",
     "DuplexSetup",
     "HarnessFor",
     "Runner",
-    "SourceVideo",
     "limit_samples",
     "run_duplex",
     "score_run",
-    "source_video",
 ]
 
 log = logging.getLogger(__name__)
@@ -150,64 +149,6 @@ class Runner:
             video_offset_s=video.offset_s if video else 0.0,
         )
         return score_run(ref, folder / OUTPUT_WAV, done.records, self.chunk_s, self.setup.rules)
-
-
-@dataclass(frozen=True)
-class SourceVideo:
-    """The camera of a cut sample: its source's video, and where the cut starts in it."""
-
-    path: Path
-    offset_s: float
-
-
-def source_video(ref: SampleRef) -> SourceVideo | None:
-    """The video of the ``venus datagen`` sample ``ref`` was cut from (the set's
-    ``samples/<source.sample_id>/``, beside its ``full_duplex_bench/``) and the cut's
-    ``source.offset_s``; None for a sample with no ``source`` (the benchmark's own), one
-    whose set holds no such sample (a copy of the benchmark folders alone), or one of the
-    audio group (no video). A source named but unreadable is an ``EvaluationError``."""
-    try:
-        metadata = json.loads(ref.annotation.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise EvaluationError(f"{ref.annotation}: unreadable ({e})") from e
-    source = metadata.get("source") if isinstance(metadata, dict) else None
-    if source is None:
-        return None
-    sample_id, offset_s = (
-        (source.get("sample_id"), source.get("offset_s"))
-        if isinstance(source, dict)
-        else (None, None)
-    )
-    if (
-        not isinstance(sample_id, str)
-        or not sample_id
-        or "/" in sample_id
-        or isinstance(offset_s, bool)
-        or not isinstance(offset_s, (int, float))
-        or not offset_s >= 0
-    ):
-        raise EvaluationError(
-            f'{ref.annotation}: source must be {{"sample_id": ..., "offset_s": >= 0}}, '
-            f"not {source!r}"
-        )
-    sample = ref.folder.parent.parent.parent / "samples" / sample_id
-    trajectory = sample / "trajectory.json"
-    if not trajectory.is_file():
-        return None
-    try:
-        files = json.loads(trajectory.read_text(encoding="utf-8"))["files"]
-        name = files.get("video")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise EvaluationError(f"{trajectory}: unreadable files entry ({e!r})") from e
-    if not name:
-        return None
-    video = sample / str(name)
-    if not video.is_file():
-        raise EvaluationError(
-            f"{ref.annotation}: its source {sample} names {name} and it is missing; "
-            "regenerate the set (venus datagen resumes), or run with --no-video"
-        )
-    return SourceVideo(video, float(offset_s))
 
 
 def score_run(

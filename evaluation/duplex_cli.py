@@ -14,11 +14,12 @@ from pathlib import Path
 
 from venus.daemon.frontend.policy import POLICY_NAMES
 from venus.errors import EvaluationError
-from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex, source_video
+from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex
 from venus.evaluation.duplex_report import RunInfo, write_duplex_report
 from venus.evaluation.progress import PolicyProgress
 from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import find_samples
+from venus.evaluation.source import source_video
 
 __all__ = ["SHIPPED_ENGINES", "main"]
 

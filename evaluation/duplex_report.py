@@ -9,8 +9,12 @@
   (:func:`venus.evaluation.summary.render_markdown`), then the *timeline labels*: per task
   and policy, how the timeline labelled the overlaps before the audio confirmed them, the
   share the audio confirmed, and how many outputs hold any speech at all (an output the
-  VAD finds silent confirms nothing); then the published figures of other systems
-  (:mod:`venus.evaluation.published`) and how the run was made.
+  VAD finds silent confirms nothing), and *first reply as the data's*: of the cuts of
+  ``venus datagen`` samples, those whose first reply opens with the words of the data's
+  reply (:func:`first_reply_right`), which tells an overlap that found the model silent
+  because it answered another question (a reply of another length) from a turn-taking
+  fault; then the published figures of other systems (:mod:`venus.evaluation.published`)
+  and how the run was made.
 - ``OUT/plots/scenarios.png`` (the headline rate per scenario, a bar per policy) and
   ``OUT/plots/<policy>/<task>-<id>.png`` (timelines of the first ``PLOTS_PER_TASK``
   samples of each task): with matplotlib (the ``eval`` extra); without it the plots are
@@ -21,23 +25,34 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from venus.daemon.frontend.timeline import ChunkRecord, TimelineError, read_timeline
 from venus.evaluation.duplex import DuplexRun
 from venus.evaluation.metrics import Behaviour, Rules
 from venus.evaluation.published import published_markdown
-from venus.evaluation.score import SampleScore, find_samples
+from venus.evaluation.score import SampleRef, SampleScore, find_samples
+from venus.evaluation.source import data_reply
 from venus.evaluation.summary import ScoreReport, render_markdown, summarize, write_report
 
 log = logging.getLogger(__name__)
 
 PLOTS_PER_TASK = 3  # timeline figures per task and policy, in OUT/plots/<policy>/
+OPENING_WORDS = 3  # a first reply is the data's when it opens with the same words
 
-__all__ = ["RunInfo", "TimelineSummary", "timeline_summary", "write_duplex_report"]
+__all__ = [
+    "RunInfo",
+    "TimelineSummary",
+    "first_reply",
+    "first_reply_right",
+    "timeline_summary",
+    "write_duplex_report",
+]
 
 FORMAT = 1
 REPORT_JSON = "report.json"
@@ -75,10 +90,54 @@ class TimelineSummary:
     timeline_labels: dict[str, int]  # RESPOND / RESUME / UNCERTAIN -> count
     confirmed: int  # overlaps whose audio label equals the timeline's
     with_output_speech: int  # outputs in which the VAD finds any speech
+    first_reply_known: int = 0  # overlaps whose cut has a data reply to compare with
+    first_reply_right: int = 0  # of those, first replies that open as the data's
 
 
-def timeline_summary(scores: Sequence[SampleScore]) -> tuple[TimelineSummary, ...]:
-    """Per task, over the overlaps of ``scores`` that carry a timeline label."""
+def first_reply(records: Sequence[ChunkRecord]) -> str:
+    """The text of the first reply in a timeline, every chunk of it ("" if none)."""
+    reply = next((r.reply_id for r in records if r.decision == "speak"), None)
+    if reply is None:
+        return ""
+    return "".join(r.text for r in records if r.decision == "speak" and r.reply_id == reply)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def first_reply_right(records: Sequence[ChunkRecord], data: str) -> bool:
+    """Whether the timeline's first reply opens with the first ``OPENING_WORDS`` words of
+    ``data`` (all of them if fewer), case and punctuation aside. Content, roughly: a
+    holding line, a watch's acknowledgement and a fact each open their own way."""
+    want = _words(data)[:OPENING_WORDS]
+    return bool(want) and _words(first_reply(records))[: len(want)] == want
+
+
+def first_replies(out: Path, policy: str, refs: Sequence[SampleRef]) -> dict[str, bool]:
+    """``task/id`` -> whether ``policy``'s first reply there is the data's, for the cuts
+    with a data reply and a readable timeline under ``out/<policy>/``."""
+    right = {}
+    for ref in refs:
+        data = data_reply(ref)
+        timeline = out / policy / ref.task / ref.sample_id / "timeline.jsonl"
+        if data is None or not timeline.is_file():
+            continue
+        try:
+            records = read_timeline(timeline)
+        except TimelineError as e:
+            log.warning("%s: no first reply read (%s)", timeline, e)
+            continue
+        right[ref.name] = first_reply_right(records, data)
+    return right
+
+
+def timeline_summary(
+    scores: Sequence[SampleScore], first: Mapping[str, bool] | None = None
+) -> tuple[TimelineSummary, ...]:
+    """Per task, over the overlaps of ``scores`` that carry a timeline label; ``first``
+    (``task/id`` -> first reply as the data's) where known."""
+    first = first or {}
     out = []
     for task in sorted({s.task for s in scores}):
         group = [s for s in scores if s.task == task and s.overlap is not None]
@@ -92,6 +151,8 @@ def timeline_summary(scores: Sequence[SampleScore]) -> tuple[TimelineSummary, ..
                 timeline_labels={b.value: labels[b] for b in Behaviour},
                 confirmed=sum(bool(s.overlap and s.overlap.confirmed) for s in group),
                 with_output_speech=sum(bool(s.model) for s in group),
+                first_reply_known=sum(f"{s.task}/{s.sample_id}" in first for s in group),
+                first_reply_right=sum(first.get(f"{s.task}/{s.sample_id}", False) for s in group),
             )
         )
     return tuple(out)
@@ -108,7 +169,8 @@ def write_duplex_report(
         report = summarize(run.policy, Path(info.data), out / run.policy, run.scores, rules)
         write_report(report, out / run.policy)
         reports.append(report)
-    timelines = [timeline_summary(run.scores) for run in runs]
+    refs = find_samples(Path(info.data))
+    timelines = [timeline_summary(run.scores, first_replies(out, run.policy, refs)) for run in runs]
     data: dict[str, Any] = {
         "format": FORMAT,
         "run": asdict(info),
@@ -176,18 +238,22 @@ def render_duplex_markdown(
         "What the daemon's timeline decided for each overlap (`evaluation/hints.py`), before "
         "the output audio confirms it; `confirmed`: the audio gave the same label; `speech "
         "in output`: outputs in which the VAD finds any speech (a silent one confirms "
-        "nothing, so its label is UNCERTAIN)."
+        "nothing, so its label is UNCERTAIN); `first reply as the data's`: of the cuts "
+        "whose data has a reply, those where the first reply opens with its first "
+        f"{OPENING_WORDS} words (the answer to the question asked, roughly)."
     )
     lines += [
         "",
-        "| task | system | n | RESPOND | RESUME | UNCERTAIN | confirmed | speech in output |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| task | system | n | RESPOND | RESUME | UNCERTAIN | confirmed | speech in output "
+        "| first reply as the data's |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = [(t, r.system) for r, ts in zip(reports, timelines, strict=True) for t in ts]
     for t, system in sorted(rows, key=lambda row: row[0].task):  # stable: policies in order
         counts = [t.timeline_labels[b.value] for b in Behaviour]
         cells = [t.task, system, str(t.samples), *(_pct(c, t.samples) for c in counts)]
         cells += [_pct(t.confirmed, t.samples), f"{t.with_output_speech}/{t.samples}"]
+        cells += [f"{t.first_reply_right}/{t.first_reply_known}" if t.first_reply_known else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [""]
     lines += published_markdown([(r.system, _ours_v1(r)) for r in reports])

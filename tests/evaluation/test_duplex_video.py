@@ -1,5 +1,6 @@
-"""``venus eval duplex`` with the camera: a Full-Duplex-Bench cut of a video-group sample
-runs with its source sample's video, read from the cut's start (``source.offset_s``)."""
+"""``venus eval duplex`` and the sample a cut came from: a Full-Duplex-Bench cut of a
+video-group sample runs with its source sample's video, read from the cut's start
+(``source.offset_s``), and its first reply is compared with the data's."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.frontend import chunk_record
 
+from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
 from venus.errors import EvaluationError
-from venus.evaluation.duplex import DuplexSetup, SourceVideo, run_duplex, source_video
+from venus.evaluation.duplex import DuplexSetup, run_duplex
+from venus.evaluation.duplex_report import first_replies, first_reply, first_reply_right
 from venus.evaluation.score import SampleRef, find_samples
+from venus.evaluation.source import SourceVideo, data_reply, source_video
 from venus.hw.video_file import VideoFile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,4 +174,52 @@ def test_the_command_reports_the_camera_and_no_video_turns_it_off(
         assert done.returncode == 0, done.stderr[-3000:]
         md = (out / "report.md").read_text()
         assert line in md, md[-800:]
+        assert "| first reply as the data's |" in md
+        section = md.split("## Timeline labels")[1].split("\n## ")[0]
+        rows = [r for r in section.splitlines() if r.startswith("| user_")]
+        assert rows and all(r.split(" | ")[-1].rstrip(" |").count("/") == 1 for r in rows)
         assert ("--no-video" in md.split("- command: ")[1].splitlines()[0]) == bool(extra)
+
+
+# --- the first reply, against the data's ------------------------------------------------------
+
+
+def speak(index: int, reply: int, text: str) -> ChunkRecord:
+    return chunk_record(
+        index=index, start_s=float(index), decision="speak", reply_id=reply, text=text
+    )
+
+
+def test_a_first_reply_is_the_datas_when_it_opens_with_its_words() -> None:
+    data = "Okay, I'll keep an eye out."
+    said = [chunk_record(index=0), speak(1, 0, "okay I'll"), speak(2, 0, " keep watching.")]
+    assert first_reply(said) == "okay I'll keep watching."
+    assert first_reply_right(said, data)  # the first three words, case and commas aside
+    other = [speak(0, 0, "Okay, setting a timer."), speak(1, 1, "Okay, I'll keep an eye out.")]
+    assert not first_reply_right(other, data)  # the second reply does not count
+    assert not first_reply_right([chunk_record(index=0)], data)  # silent
+    assert first_reply_right([speak(0, 0, "Sure.")], "Sure!")  # a shorter reply: all its words
+    assert not first_reply_right([speak(0, 0, "Sure.")], "")  # nothing to compare with
+
+
+def test_first_replies_compare_each_cut_with_its_source_samples_reply(
+    video_set: Path, tmp_path: Path
+) -> None:
+    refs = find_samples(video_set)
+    answers = {ref.name: data_reply(ref) for ref in refs}
+    assert all(answers.values()), answers  # every cut here holds a reply of the data's
+    right, wrong = refs[0], refs[1]
+    for ref, text in ((right, answers[right.name]), (wrong, "Water boils at 100 degrees.")):
+        folder = tmp_path / "model" / ref.task / ref.sample_id
+        folder.mkdir(parents=True)
+        assert text is not None
+        half = len(text) // 2
+        with TimelineWriter(folder / "timeline.jsonl") as w:
+            for record in (
+                chunk_record(index=0),
+                speak(1, 0, text[:half]),
+                speak(2, 0, text[half:]),
+            ):
+                w.write(record)
+    # the others have no timeline: not counted
+    assert first_replies(tmp_path, "model", refs) == {right.name: True, wrong.name: False}
