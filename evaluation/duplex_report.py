@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineError, read_timeline
+from venus.evaluation.asr import normalise_text
 from venus.evaluation.duplex import DuplexRun
 from venus.evaluation.metrics import Behaviour, Rules
 from venus.evaluation.published import published_markdown
@@ -102,26 +102,22 @@ def first_reply(records: Sequence[ChunkRecord]) -> str:
     return "".join(r.text for r in records if r.decision == "speak" and r.reply_id == reply)
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
 def first_reply_right(records: Sequence[ChunkRecord], data: str) -> bool:
     """Whether the timeline's first reply opens with the first ``OPENING_WORDS`` words of
     ``data`` (all of them if fewer), case and punctuation aside. Content, roughly: a
     holding line, a watch's acknowledgement and a fact each open their own way."""
-    want = _words(data)[:OPENING_WORDS]
-    return bool(want) and _words(first_reply(records))[: len(want)] == want
+    want = normalise_text(data).split()[:OPENING_WORDS]
+    return bool(want) and normalise_text(first_reply(records)).split()[: len(want)] == want
 
 
-def first_replies(out: Path, policy: str, refs: Sequence[SampleRef]) -> dict[str, bool]:
+def first_replies(out: Path, policy: str, replies: Mapping[SampleRef, str]) -> dict[str, bool]:
     """``task/id`` -> whether ``policy``'s first reply there is the data's, for the cuts
-    with a data reply and a readable timeline under ``out/<policy>/``."""
+    of ``replies`` (each with the data's reply, :func:`data_reply`) with a readable
+    timeline under ``out/<policy>/``."""
     right = {}
-    for ref in refs:
-        data = data_reply(ref)
+    for ref, data in replies.items():
         timeline = out / policy / ref.task / ref.sample_id / "timeline.jsonl"
-        if data is None or not timeline.is_file():
+        if not timeline.is_file():
             continue
         try:
             records = read_timeline(timeline)
@@ -170,7 +166,10 @@ def write_duplex_report(
         write_report(report, out / run.policy)
         reports.append(report)
     refs = find_samples(Path(info.data))
-    timelines = [timeline_summary(run.scores, first_replies(out, run.policy, refs)) for run in runs]
+    replies = {ref: text for ref in refs if (text := data_reply(ref)) is not None}
+    timelines = [
+        timeline_summary(run.scores, first_replies(out, run.policy, replies)) for run in runs
+    ]
     data: dict[str, Any] = {
         "format": FORMAT,
         "run": asdict(info),
@@ -190,12 +189,15 @@ def write_duplex_report(
     json_path, md_path = out / REPORT_JSON, out / REPORT_MD
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     md_path.write_text(render_duplex_markdown(reports, timelines, info), encoding="utf-8")
-    write_plots(runs, reports, Path(info.data), out)
+    write_plots(runs, reports, refs, out)
     return json_path, md_path
 
 
 def write_plots(
-    runs: Sequence[DuplexRun], reports: Sequence[ScoreReport], data: Path, out: Path
+    runs: Sequence[DuplexRun],
+    reports: Sequence[ScoreReport],
+    samples: Sequence[SampleRef],
+    out: Path,
 ) -> None:
     """``OUT/plots/scenarios.png`` and the first PLOTS_PER_TASK samples' timelines per task
     and policy as ``OUT/plots/<policy>/<task>-<id>.png``."""
@@ -207,7 +209,7 @@ def write_plots(
     plots = out / "plots"
     if any(r.scenarios for r in reports):  # none: v1 pause / turn-taking data only
         scenario_bars_png({r.system: r.scenarios for r in reports}, plots / "scenarios.png")
-    refs = {(ref.task, ref.sample_id): ref for ref in find_samples(data)}
+    refs = {(ref.task, ref.sample_id): ref for ref in samples}
     for run in runs:
         shown: Counter[str] = Counter()
         for s in run.scores:
