@@ -43,6 +43,7 @@ class Batch:
     labels: Tensor  # [B, L]
     decision: Tensor  # [B, L] bool
     turn: Tensor  # [B, L] bool: a decision that starts a reply or yields (layout.py)
+    event: Tensor  # [B, L] bool: a decision an overlap event is decided in (layout.py)
     opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
     choice: Tensor  # [B, L] bool: a target naming a call's capability (layout.py)
     mask: Tensor  # [B, L] 1 where real
@@ -85,6 +86,10 @@ class Losses:
     first_right: int = 0
     choice_tokens: int = 0  # targets naming a call's capability: which tool it picked
     choice_right: int = 0
+    events: int = 0  # decisions an overlap event is decided in
+    events_right: int = 0
+    holds: int = 0  # of those, the ones that carry on (continue through it)
+    holds_right: int = 0
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
@@ -122,6 +127,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         labels=field("labels", IGNORE),
         decision=field("decision", 0).bool(),
         turn=field("turn", 0).bool(),
+        event=field("event", 0).bool(),
         opening=field("opening", 0).bool(),
         choice=field("choice", 0).bool(),
         mask=torch.from_numpy(
@@ -176,13 +182,29 @@ def _weighted_ce(
     """Cross-entropy averaged with the ``marked`` rows counting ``weight`` times, and the
     ``also`` rows ``also_weight`` times more (0 with a gradient path when there are no
     rows)."""
-    if not len(target):
-        return logits.sum() * 0
     w = 1.0 + (weight - 1.0) * marked.float()
     if also is not None:
         w = w * (1.0 + (also_weight - 1.0) * also.float())
+    return _mean_ce(logits, target, w)
+
+
+def _mean_ce(logits: Tensor, target: Tensor, w: Tensor) -> Tensor:
+    """Cross-entropy averaged with row weights ``w`` (0 with a gradient path when there
+    are no rows)."""
+    if not len(target):
+        return logits.sum() * 0
     each = F.cross_entropy(logits, target, reduction="none")
     return (each * w).sum() / w.sum()
+
+
+def decision_weights(
+    turn: Tensor, event: Tensor, turn_weight: float, event_weight: float = 1.0
+) -> Tensor:
+    """Each decision's weight in the decision loss: ``turn_weight`` where it changes
+    course, at least ``event_weight`` where an overlap event is decided (its yield and
+    its hold alike), 1 elsewhere."""
+    w = 1.0 + (turn_weight - 1.0) * turn.float()
+    return torch.where(event, w.clamp(min=event_weight), w)
 
 
 def forward_losses(
@@ -198,6 +220,7 @@ def forward_losses(
     reply_weight: float = 1.0,
     *,
     call_weight: float = 1.0,
+    event_weight: float = 1.0,
     speech_sampling: float = 0.0,
     generator: torch.Generator | None = None,
     closed_loop: bool = False,
@@ -205,7 +228,8 @@ def forward_losses(
     """Teacher-forced logits and the losses (module doc). With speech rows in the batch,
     also the speech decoder's loss, on the backbone's hidden states (detached unless
     ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
-    course count ``turn_weight`` times in the decision loss. With ``listen``, the
+    course count ``turn_weight`` times in the decision loss, and those an overlap event is
+    decided in at least ``event_weight`` times (``decision_weights``). With ``listen``, the
     listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
     targets of a reply's first chunk (``opening``) count ``reply_weight`` times, and the
     one that names a call's capability (``choice``) ``call_weight`` times more. The
@@ -224,7 +248,9 @@ def forward_losses(
     d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
     d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
-    decision_loss = _weighted_ce(d_logits, d_target, batch.turn[d_rows, d_cols], turn_weight)
+    d_turn, d_event = batch.turn[d_rows, d_cols], batch.event[d_rows, d_cols]
+    d_weight = decision_weights(d_turn, d_event, turn_weight, event_weight)
+    decision_loss = _mean_ce(d_logits, d_target, d_weight)
     d_pred = d_logits.argmax(dim=1)
     speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
 
@@ -253,6 +279,7 @@ def forward_losses(
         if heard is not None:
             total = total + ctc_weight * heard.loss
     said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks
+    acts_right = said_speak == (d_target != 0)  # speaks, or not, as the target does
     return Losses(
         total=total,
         decision=decision_loss.detach(),
@@ -263,7 +290,11 @@ def forward_losses(
         speak_right=int((said_speak & (d_target == speak)).sum()),
         speak_said=int(said_speak.sum()),
         turns=int(batch.turn.sum()),
-        turns_right=int(((d_pred == d_target) & batch.turn[d_rows, d_cols]).sum()),
+        turns_right=int(((d_pred == d_target) & d_turn).sum()),
+        events=int(d_event.sum()),
+        events_right=int((acts_right & d_event).sum()),
+        holds=int((d_event & ~d_turn).sum()),
+        holds_right=int((acts_right & d_event & ~d_turn).sum()),
         text_tokens=len(t_target),
         text_right=int(t_right.sum()),
         opening_tokens=int(t_open.sum()),

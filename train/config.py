@@ -21,6 +21,8 @@ key or a bad value is an error naming it.
     turn_weight = 1.0        # weight of decisions that start a reply or yield, in it
     reply_weight = 1.0       # weight of the text targets of a reply's first chunk
     call_weight = 1.0        # and of the one naming a call's capability, times that again
+    event_weight = 1.0       # least weight of a decision an overlap event is decided in
+                             #   (an interruption's yield, a hold through an aside ...)
     max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
     crop = 0.5               # share of examples cut to start mid-conversation
     speech_weight = 1.0      # the speech decoder's loss (with --voice) beside the others
@@ -69,6 +71,7 @@ class TrainConfig:
     turn_weight: float = 1.0
     reply_weight: float = 1.0
     call_weight: float = 1.0
+    event_weight: float = 1.0
     max_text_tokens: int = 16
     crop: float = 0.5
     speech_weight: float = 1.0
@@ -94,10 +97,10 @@ SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
                             "weight_decay", "decision_weight", "turn_weight", "reply_weight",
-                            "call_weight", "max_text_tokens", "crop", "speech_weight",
-                            "speech_grad", "speech_sampling", "ctc_weight", "listen_only", "clip",
-                            "mel_warp", "mel_gain_db", "mel_freq_masks", "checkpoint_every",
-                            "threads")},
+                            "call_weight", "event_weight", "max_text_tokens", "crop",
+                            "speech_weight", "speech_grad", "speech_sampling", "ctc_weight",
+                            "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
+                            "checkpoint_every", "threads")},
 }  # fmt: skip
 PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
 
@@ -136,6 +139,7 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.turn_weight > 0, "train.turn_weight must be positive"),
         (cfg.reply_weight > 0, "train.reply_weight must be positive"),
         (cfg.call_weight > 0, "train.call_weight must be positive"),
+        (cfg.event_weight > 0, "train.event_weight must be positive"),
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
         (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
         (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),

@@ -15,7 +15,11 @@ Targets are the positions whose logits the daemon reads: the decision (at the la
 prefill token) and every next token of the text phase (from ``<|speak|>`` to the token
 before the closing one). A decision that changes course is marked ``turn``: ``speak``
 outside a reply (it starts one) or ``listen`` inside one (it yields); the others carry
-on what the context already shows. The text targets of the chunk that starts a reply are
+on what the context already shows. A decision in the chunk where an overlap event is
+decided (the chunk's ``action``: an interruption's yield, or carrying on through a
+backchannel, an aside or background speech) is marked ``event``; one that carries on
+(``event`` without ``turn``) is a hold: the model keeps its course while the user
+speaks, where ``turn`` marks the yields. The text targets of the chunk that starts a reply are
 marked ``opening``: they say which answer the model took the question for; of those, the
 target that names a delegation span's capability (``timer`` in ``{"name": "timer", ..}``,
 or ``retry`` / ``cancel`` in ``{"retry": ..}``) is also marked ``choice``: the tokens
@@ -63,6 +67,7 @@ class Layout:
     labels: list[int] = field(default_factory=list)  # target id, or IGNORE
     decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
     turn: list[bool] = field(default_factory=list)  # a decision that changes course (below)
+    event: list[bool] = field(default_factory=list)  # a decision an overlap event is decided in
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
@@ -78,6 +83,7 @@ class Layout:
         self.labels.append(IGNORE)
         self.decision.append(False)
         self.turn.append(False)
+        self.event.append(False)
         self.opening.append(False)
         self.choice.append(False)
         self.speech.append(-1)
@@ -114,6 +120,7 @@ def build_layout(
         out.labels[last] = s["<|speak|>"] if speaking else s["<|listen|>"]
         out.decision[last] = True
         out.turn[last] = speaking != in_reply  # starts a reply, or yields in one
+        out.event[last] = bool(chunk.get("action"))
         opens = speaking and not in_reply
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]

@@ -24,7 +24,9 @@ def evaluate(
     listen: ListenHead | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
-    speak precision / recall, next-text-token accuracy (of a reply's first chunk, and of
+    speak precision / recall, the decisions where an overlap event is decided (speaking or
+    not as the data does; and of those, the holds that carry on through it),
+    next-text-token accuracy (of a reply's first chunk, and of
     its first token: which answer was chosen; and of the token naming a call's
     capability: which tool it picked); with ``speech_ids``, the speech
     decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
@@ -36,7 +38,8 @@ def evaluate(
     sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
                           "turns_right", "ctc", "heard", "edits", "chars", "o",
-                          "o_right", "s_closed", "f", "f_right", "c", "c_right"),
+                          "o_right", "s_closed", "f", "f_right", "c", "c_right", "e",
+                          "e_right", "h", "h_right"),
                          0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
@@ -71,6 +74,10 @@ def evaluate(
             sums["c_right"] += losses.choice_right
             sums["turns"] += losses.turns
             sums["turns_right"] += losses.turns_right
+            sums["e"] += losses.events
+            sums["e_right"] += losses.events_right
+            sums["h"] += losses.holds
+            sums["h_right"] += losses.holds_right
     model.train(was)
 
     def ratio(a: float, b: float) -> float:
@@ -99,6 +106,10 @@ def evaluate(
         "speak_recall": ratio(sums["speak_right"], sums["speak"]),
         "speak_precision": ratio(sums["speak_right"], sums["said"]),
         "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
+        "event_accuracy": ratio(sums["e_right"], sums["e"]),
+        "hold_accuracy": ratio(sums["h_right"], sums["h"]),
+        "events": sums["e"],
+        "holds": sums["h"],
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
         "opening_accuracy": ratio(sums["o_right"], sums["o"]),
         "first_token_accuracy": ratio(sums["f_right"], sums["f"]),
@@ -123,10 +134,17 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     calls = ""
     if m.get("calls"):
         calls = f", a call's tool {100 * m['call_accuracy']:.1f}% of {int(m['calls'])}"
+    events = ""
+    if m.get("events"):
+        events = (
+            f", overlap events {100 * m['event_accuracy']:.1f}% of {int(m['events'])} "
+            f"(holds {100 * m['hold_accuracy']:.1f}% of {int(m['holds'])})"
+        )
     return (
         f"{what}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "
-        f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%, "
+        f"{100 * m['speak_recall']:.1f}%, turn accuracy {100 * m.get('turn_accuracy', 0):.1f}%"
+        f"{events}, "
         f"text accuracy {100 * m['text_accuracy']:.1f}% (a reply's first chunk "
         f"{100 * m.get('opening_accuracy', 0):.1f}%, its first token "
         f"{100 * m.get('first_token_accuracy', 0):.1f}%){calls}{speech}"

@@ -169,3 +169,18 @@ def test_the_target_naming_a_calls_capability_is_marked_choice() -> None:
     # or one after it
     assert all(layout.labels[i] != IGNORE for i, c in enumerate(layout.choice) if c)
     assert [layout.opening[i] for i, c in enumerate(layout.choice) if c] == [True, True, False]
+
+
+def test_the_decision_an_overlap_event_is_decided_in_is_marked_event() -> None:
+    """The chunk carrying an event's ``action``: a hold (carrying on through it: event,
+    not turn) and a yield (event and turn); the decisions around them are neither."""
+    chunks = [chunk(), chunk("speak", "hi"), chunk("speak", "there"), chunk("speak", "bye"),
+              chunk(), chunk(), chunk("speak", "ok")]  # fmt: skip
+    chunks[2]["action"] = "continue_speaking"
+    chunks[4]["action"] = "stop_output"
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1)
+    decisions = [i for i, d in enumerate(layout.decision) if d]
+    assert len(decisions) == len(chunks)
+    assert [layout.event[i] for i in decisions] == [False, False, True, False, True, False, False]
+    assert [layout.turn[i] for i in decisions] == [False, True, False, False, True, False, True]
+    assert not any(e and not d for e, d in zip(layout.event, layout.decision, strict=True))

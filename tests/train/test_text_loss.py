@@ -1,6 +1,7 @@
-"""The text loss's weights on a small generated set: a reply's first chunk counts
-``reply_weight`` times, the target naming a call's tool ``call_weight`` times more, each
-checked against the cross-entropy computed by hand from the backbone's logits."""
+"""The text and decision losses' weights on small generated sets: a reply's first chunk
+counts ``reply_weight`` times, the target naming a call's tool ``call_weight`` times more,
+the decision an overlap event is decided in at least ``event_weight`` times, each checked
+against the cross-entropy computed by hand from the backbone's logits."""
 
 from __future__ import annotations
 
@@ -95,3 +96,42 @@ def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: P
     assert plain.choice_tokens == int(batch.choice.sum()) > 0
     right = logits[batch.choice].argmax(dim=1) == batch.labels[batch.choice]
     assert plain.choice_right == int(right.sum())
+
+
+def test_an_overlap_events_decision_counts_at_least_event_weight_times(tmp_path: Path) -> None:
+    """``event_weight`` raises the weight of the decisions an overlap event is decided in
+    (layout.py ``event``) to at least itself, the yields (already ``turn_weight``) and
+    the holds alike, and the losses count how often those were decided as the data's."""
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    events_set = tmp_path / "set"
+    run(parse_config({
+        "samples": 3, "duration": {"min_s": 20.0, "max_s": 25.0},
+        "mix": {"category": {"offline_understanding": 0.0, "proactive_duplex": 1.0,
+                             "delegation": 0.0}},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    }), events_set, seed=2)  # fmt: skip
+    model, batch = _model(), _batch(events_set)
+    assert not bool((batch.event & ~batch.decision).any())
+    holds, yields = batch.event & ~batch.turn, batch.event & batch.turn
+    assert int(holds.sum()) > 0 and int(yields.sum()) > 0
+    with torch.no_grad():
+        plain = forward_losses(model, batch, CONTROL, turn_weight=3.0)
+        weighted = forward_losses(model, batch, CONTROL, turn_weight=3.0, event_weight=5.0)
+        logits = _logits(model, batch)
+    d = batch.decision
+    d_logits = logits[d][:, CONTROL]
+    target = (batch.labels[d][:, None] == torch.tensor(CONTROL)[None]).float().argmax(dim=1)
+    each = F.cross_entropy(d_logits, target, reduction="none")
+    turn, event = batch.turn[d].float(), batch.event[d].float()
+    weight = 1.0 + 2.0 * turn + (5.0 - 1.0 - 2.0 * turn) * event  # 5 at every event, else 3 / 1
+    assert float(weighted.decision) == pytest.approx(
+        float((each * weight).sum() / weight.sum()), rel=1e-5
+    )
+    assert float(plain.decision) != pytest.approx(float(weighted.decision), rel=1e-4)
+    assert plain.events == int(batch.event.sum()) and plain.holds == int(holds.sum())
+    said = d_logits.argmax(dim=1) != 0  # the daemon speaks (speak or turn_eos)
+    right = said == (target != 0)
+    assert plain.events_right == int((right & batch.event[d]).sum())
+    assert plain.holds_right == int((right & holds[d]).sum())
