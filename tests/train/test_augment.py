@@ -5,6 +5,8 @@ step's."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 import torch
@@ -74,7 +76,9 @@ def test_the_draws_are_the_steps() -> None:
     from venus.train.batch import Batch
 
     mel = torch.stack([tone(300), tone(900)])
-    batch = Batch(*(torch.zeros(2, 4, dtype=torch.int64) for _ in range(9)), mel=mel,
+    names = [f.name for f in fields(Batch)]
+    tokens = names[: names.index("mel")]  # the [B, L] tensors
+    batch = Batch(**{name: torch.zeros(2, 4, dtype=torch.int64) for name in tokens}, mel=mel,
                   frames=None, frame_offset=torch.zeros(2, dtype=torch.int64))  # fmt: skip
 
     class Row:  # an Example as augmented reads it: its log-mel's frames
