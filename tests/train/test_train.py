@@ -33,6 +33,7 @@ from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
         ({"train": {"mel_warp": 0.5}}, r"train\.mel_warp must be in \[0, 0\.5\)"),
         ({"train": {"mel_freq_masks": 1.0}}, r"train\.mel_freq_masks must be a int"),
         ({"train": {"listen_only": True}}, r"train\.listen_only .*set train\.ctc_weight > 0"),
+        ({"train": {"event_weight": 0}}, r"train\.event_weight must be positive"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -147,6 +148,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     listen = load_train_config(recipes / "venus-tiny-listen.toml")
     assert listen.listen_only and (listen.preset, listen.seed, listen.validation) == (
         recipe.preset, recipe.seed, recipe.validation)  # fmt: skip
+    # the sixteenth round's variant: venus-tiny's recipe with the overlap events weighted
+    events = load_train_config(recipes / "venus-tiny-events.toml")
+    assert recipe.event_weight == 1.0 < events.event_weight
+    assert dataclasses.replace(events, event_weight=1.0) == recipe
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
