@@ -83,6 +83,23 @@ examples:
   venus eval asr --outputs my-system-out --out words"""
 
 
+REGRID_HELP = """\
+Write a copy of a `venus datagen` set's Full-Duplex-Bench cuts with each cut moved back to
+the chunk boundary at or before its start on its source sample: the same events at
+another phase of the daemon's one-second chunks, with up to a chunk more audio before
+them (timestamps shifted to match; cuts without a source sample copied as they are).
+`venus eval duplex` on the set and on the copy is the same test drawn twice: how far the
+rates move between the two is the evaluation's noise for that model, and their mean a
+steadier figure than either (docs/evaluation.md).
+
+Writes OUT/full_duplex_bench/<task>/<id>/ and OUT/samples (a link to the set's samples)."""
+
+REGRID_EPILOG = """\
+examples:
+  venus eval regrid --data heldout --out heldout-grid
+  venus eval duplex --data heldout-grid --out run-grid --policy model --temperature 0"""
+
+
 def register(commands: argparse._SubParsersAction[Any]) -> None:
     from venus.evaluation.sampling import add_temperature
 
@@ -239,6 +256,20 @@ examples:
     )  # fmt: skip
     asr.set_defaults(run=_asr)
 
+    regrid = sub.add_parser(
+        "regrid",
+        help="a set's cuts moved back to their samples' chunk grid: the same test drawn again",
+        description=REGRID_HELP,
+        epilog=REGRID_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    regrid.add_argument(
+        "--data", type=Path, required=True, metavar="DIR",
+        help="a `venus datagen` set with Full-Duplex-Bench cuts (its samples/ beside them)",
+    )  # fmt: skip
+    regrid.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new folder")
+    regrid.set_defaults(run=_regrid)
+
 
 def _score(args: argparse.Namespace) -> int:
     from venus.evaluation.metrics import DEFAULT_RULES
@@ -311,5 +342,16 @@ def _asr(args: argparse.Namespace) -> int:
     print(  # noqa: T201
         f"{len(report.samples)} outputs, {heard} with words heard; WER {wer} over "
         f"{pooled.reference_words} reference words: {paths[0]}, {paths[1]}"
+    )
+    return 0
+
+
+def _regrid(args: argparse.Namespace) -> int:
+    from venus.evaluation.regrid import regrid
+
+    done = regrid(args.data, args.out)
+    print(  # noqa: T201
+        f"{done.moved} cuts moved back to the chunk grid (by {done.mean_shift_s:.2f} s on "
+        f"average), {done.copied} copied as they were: {args.out}"
     )
     return 0
