@@ -54,11 +54,20 @@ class Regridded:
 
 def regrid(data: Path, out: Path) -> Regridded:
     """``data``'s cuts moved back to their samples' chunk grid, written as a set at ``out``
-    (module doc). ``out`` must not exist yet: nothing is overwritten."""
+    (module doc). ``out`` must not exist yet: nothing is overwritten; on an error it is
+    removed again."""
     refs = find_samples(data)
     root = refs[0].folder.parent.parent
     if out.exists():
         raise EvaluationError(f"--out {out}: exists; name a new folder")
+    try:
+        return _regrid(refs, root, out)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # no half-written set left to be read as whole
+        raise
+
+
+def _regrid(refs: list[SampleRef], root: Path, out: Path) -> Regridded:
     target = out / "full_duplex_bench"
     target.mkdir(parents=True)
     samples = root.parent / "samples"

@@ -105,6 +105,7 @@ def test_a_cut_that_is_not_its_sources_audio_is_named(cut_set: Path, tmp_path: P
         EvaluationError, match=rf"{ref.sample_id}/input\.wav: not .*cannot be moved"
     ):
         regrid(copy, tmp_path / "grid")
+    assert not (tmp_path / "grid").exists()  # nothing half-written left behind
 
 
 def test_a_cut_without_a_source_is_copied_and_out_is_never_overwritten(
