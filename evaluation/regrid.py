@@ -139,8 +139,9 @@ def _shift_manifest(path: Path, to: Path, task: str, shifts: dict[tuple[str, str
         raise EvaluationError(f"{path}: unreadable ({e})") from e
     entries: Any = manifest.get("samples") if isinstance(manifest, dict) else None
     for entry in entries if isinstance(entries, list) else ():
-        shift = shifts.get((task, str(entry.get("id")))) if isinstance(entry, dict) else None
-        source = entry.get("source") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            continue
+        shift, source = shifts.get((task, str(entry.get("id")))), entry.get("source")
         if shift and isinstance(source, dict) and isinstance(source.get("offset_s"), (int, float)):
             source["offset_s"] = round(float(source["offset_s"]) - shift, 3)
     _write_json(to, manifest)

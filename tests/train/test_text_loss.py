@@ -35,6 +35,22 @@ def _batch(data: Path, samples: int | None = None) -> Batch:
                                  image_size=CFG.vision.image_size))  # fmt: skip
 
 
+def _one_category(tmp_path: Path, category: str, samples: int, min_s: float) -> Path:
+    """A generated set (seed 2) of ``samples`` samples of one category, ``min_s`` to
+    ``min_s + 5`` s long: delegation for calls, proactive duplex for overlap events."""
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    mix = dict.fromkeys(("offline_understanding", "proactive_duplex", "delegation"), 0.0)
+    out = tmp_path / "set"
+    run(parse_config({
+        "samples": samples, "duration": {"min_s": min_s, "max_s": min_s + 5.0},
+        "mix": {"category": mix | {category: 1.0}},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    }), out, seed=2)  # fmt: skip
+    return out
+
+
 def _logits(model: VenusModel, batch: Batch) -> torch.Tensor:
     """The backbone's teacher-forced logits, as ``forward_losses`` computes them."""
     emb = embeddings(model, batch)
@@ -71,17 +87,7 @@ def test_a_replys_first_chunk_counts_reply_weight_times_in_the_text_loss(small_s
 def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: Path) -> None:
     """``call_weight`` multiplies the weight of the choice targets (layout.py) on top of
     ``reply_weight``, and the losses count how often the tool named was the right one."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    calls_set = tmp_path / "set"
-    run(parse_config({
-        "samples": 2, "duration": {"min_s": 8.0, "max_s": 12.0},
-        "mix": {"category": {"offline_understanding": 0.0, "proactive_duplex": 0.0,
-                             "delegation": 1.0}},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    }), calls_set, seed=2)  # fmt: skip
-    model, batch = _model(), _batch(calls_set)
+    model, batch = _model(), _batch(_one_category(tmp_path, "delegation", 2, 8.0))
     text = (batch.labels != IGNORE) & ~batch.decision
     assert not bool((batch.choice & ~text).any())
     with torch.no_grad():
@@ -102,17 +108,7 @@ def test_an_overlap_events_decision_counts_at_least_event_weight_times(tmp_path:
     """``event_weight`` raises the weight of the decisions an overlap event is decided in
     (layout.py ``event``) to at least itself, the yields (already ``turn_weight``) and
     the holds alike, and the losses count how often those were decided as the data's."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    events_set = tmp_path / "set"
-    run(parse_config({
-        "samples": 3, "duration": {"min_s": 20.0, "max_s": 25.0},
-        "mix": {"category": {"offline_understanding": 0.0, "proactive_duplex": 1.0,
-                             "delegation": 0.0}},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    }), events_set, seed=2)  # fmt: skip
-    model, batch = _model(), _batch(events_set)
+    model, batch = _model(), _batch(_one_category(tmp_path, "proactive_duplex", 3, 20.0))
     assert not bool((batch.event & ~batch.decision).any())
     holds, yields = batch.event & ~batch.turn, batch.event & batch.turn
     assert int(holds.sum()) > 0 and int(yields.sum()) > 0
