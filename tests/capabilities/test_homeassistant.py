@@ -60,7 +60,12 @@ def ha(broker: Site) -> Iterator[Client]:
 
 
 def until(client: Client, topic: str) -> bytes:
-    """The next payload on ``topic``, skipping others."""
+    """The next payload on ``topic``, skipping others.
+
+    A daemon's ``connected`` comes before its SUBSCRIBE reaches the broker; its retained
+    values follow that SUBSCRIBE on the same connection, so once Home Assistant has read
+    one, a press of the switch cannot be lost. Tests that press it wait for one first.
+    """
     while True:
         got, payload = client.next()
         if got == topic:
@@ -142,6 +147,8 @@ def test_the_acl_keeps_home_assistant_and_workers_in_their_place(
     watcher.subscribe("homeassistant/#")
     rogue = Client(broker, "w1")
     try:
+        ha.subscribe(f"{BASE}/mute")
+        assert until(ha, f"{BASE}/mute") == b"OFF"  # retained: the switch is live
         # Home Assistant may press the switch, never speak for the daemon.
         ha.publish(f"venus/v1/nodes/{DAEMON}/status", b"offline")
         ha.publish(f"venus/v1/nodes/{DAEMON}/reply/{DAEMON}", b"{}")
@@ -176,10 +183,10 @@ def test_a_handler_that_raises_keeps_the_connection(broker: Site, ha: Client) ->
 
     daemon = Daemon(broker, on_mute=broken)
     try:
+        ha.subscribe(f"{BASE}/state")
+        assert until(ha, f"{BASE}/state") == b"listening"  # retained: the switch is live
         ha.publish(f"{BASE}/mute/set", b"ON")
         assert calls.wait(WAIT_S)
-        ha.subscribe(f"{BASE}/state")
-        assert until(ha, f"{BASE}/state") == b"listening"  # retained
         daemon.link.set_state("thinking")
         assert until(ha, f"{BASE}/state") == b"thinking"
     finally:
