@@ -11,10 +11,16 @@ DanielLin94144/Full-Duplex-Bench ``v1_v1.5/dataset``)::
           clean_input.wav              # the same without the event's speech
           metadata.json
 
-**The cut.** ``input.wav`` is the sample's ``input.wav`` from the user's last question or
-request before the event (0.5 s earlier; never before the previous event's window ends)
-to the next event's window (less a 0.1 s guard) or the sample's end: so each file holds
-exactly one overlap event, with its context before and the room for a response after.
+**The cut.** ``input.wav`` is the sample's ``input.wav`` from the user's turn that the
+reply playing at the event answers (0.5 s before it: the last question, request or
+interruption before that reply began; where no reply has begun, the last question or
+request before the event) to the next event's window (less a 0.1 s guard) or the
+sample's end, so the assistant can be speaking when the overlap comes, as it is in the
+data. Earlier events between that turn and this one (a backchannel or an aside earlier
+in the same reply) are taken out: there ``input.wav`` is the sample's
+``clean_input.wav``, the same audio without their speech. So each file holds exactly one
+overlap event, with its context before and the room for a response after; only an
+interruption whose question the reply answers stays in, as that question.
 ``source.offset_s`` is where the cut starts in the sample.
 
 **The control.** ``clean_input.wav`` is ``input.wav`` with, from the event's window on
@@ -138,6 +144,8 @@ def write_event(
         return None
     first, last = span.first, span.last
     cut_input = inputs[first:last].copy()
+    for a, b in span.removed:
+        cut_input[a - first : b - first] = clean[a:b]
     cut_clean = cut_input.copy()
     cut_clean[span.splice - first :] = clean[span.splice : last]
     window = audible(cut_input, cut_clean)
@@ -206,11 +214,13 @@ def scenario_type(event: dict[str, Any], turn: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class Cut:
     """Where an event's files come from in its sample, in samples: ``input.wav`` is
-    ``[first, last)``, and ``clean_input.wav`` takes the sample's control from ``splice``."""
+    ``[first, last)`` with the sample's control over the ``removed`` spans (earlier
+    events), and ``clean_input.wav`` takes the control from ``splice`` on as well."""
 
     first: int
     splice: int
     last: int
+    removed: tuple[tuple[int, int], ...] = ()
 
 
 def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
@@ -221,23 +231,42 @@ def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
     k = event["index"]
     start_s = float(event["window_s"][0])
     windows = [(float(e["window_s"][0]), e["index"], float(e["window_s"][1])) for e in t["events"]]
-    before = [end for start, i, end in windows if (start, i) < (start_s, k)]
     after = [start for start, i, _ in windows if (start, i) > (start_s, k)]
-    low = 0.0
-    if before:
-        low = max(0.0, min(max(before) + GUARD_S, start_s - GUARD_S))
     high = min([a - GUARD_S for a in after] + [n / RATE_HZ])
     if high - start_s < MIN_CUT_S:
         return None
+    asked = _asked(t, start_s)
+    before = [end for start, i, end in windows if (start, i) < (start_s, k)]
+    if asked is not None:
+        first_s = min(float(asked["start_s"]) - LEAD_S, start_s)
+    elif before:  # nothing asked yet: from the end of the previous event's window
+        first_s = min(max(before) + GUARD_S, start_s - GUARD_S)
+    else:
+        first_s = 0.0
+    first, splice = max(0, _at(first_s)), max(0, _at(start_s))
+    kept = t["turns"].index(asked) if asked is not None else None
+    removed = tuple(
+        (a, b)
+        for e in t["events"]
+        if (float(e["window_s"][0]), e["index"]) < (start_s, k) and e["turn"] != kept
+        for a, b in [(max(first, _at(e["window_s"][0])), min(splice, _at(e["window_s"][1])))]
+        if a < b
+    )
+    return Cut(first, splice, min(n, _at(high)), removed)
+
+
+def _asked(t: dict[str, Any], start_s: float) -> dict[str, Any] | None:
+    """The user's turn that the reply playing (or last played) before ``start_s``
+    answers; before any reply, the last question or request before ``start_s``."""
+    replies = [u for u in t["turns"] if u["speaker"] == "assistant" and u["start_s"] < start_s]
+    until = float(replies[-1]["start_s"]) if replies else start_s
+    roles = (*CONTEXT_ROLES, "interruption") if replies else CONTEXT_ROLES
     asked = [
-        float(turn["start_s"])
-        for turn in t["turns"]
-        if turn["speaker"] == "user"
-        and turn["role"] in CONTEXT_ROLES
-        and low <= float(turn["start_s"]) < start_s
+        u
+        for u in t["turns"]
+        if u["speaker"] == "user" and u["role"] in roles and float(u["start_s"]) < until
     ]
-    first_s = min(max(low, asked[-1] - LEAD_S) if asked else low, start_s)
-    return Cut(max(0, _at(first_s)), max(0, _at(start_s)), min(n, _at(high)))
+    return asked[-1] if asked else None
 
 
 def audible(inputs: Audio, clean: Audio) -> tuple[float, float] | None:
@@ -268,7 +297,7 @@ def _context(t: dict[str, Any], start_s: float) -> str:
 
 
 def _at(t_s: float) -> int:
-    return round(t_s * RATE_HZ)
+    return round(float(t_s) * RATE_HZ)
 
 
 def _plain(text: str) -> str:

@@ -9,14 +9,17 @@ both sets measures how far a fixed model's rates move with nothing but that draw
 evaluation's own noise (docs/training-log.md, sixteenth round: up to 10 points on 30-53
 cuts a task).
 
-A moved cut gets the sample's ``input.wav`` from the boundary to the cut's start put
-before its ``input.wav`` and its ``clean_input.wav`` (the same audio in both: the event
-comes later), its ``metadata.json`` with ``timestamps``, ``planned_timestamps`` and
-``duration_s`` shifted by the amount moved and ``source.offset_s`` set to the boundary, and
-the same in the task's ``manifest.json``. A cut already on the grid, or one without a
-source sample (the benchmark's own), is copied as it is. ``OUT/samples`` links to the set's
-samples, so the camera and the data's replies are found as for the set itself. The audio
-moved in is checked against the cut: a cut that is not its source's audio is an error.
+A moved cut gets the sample's ``clean_input.wav`` from the boundary to the cut's start
+put before its ``input.wav`` and its ``clean_input.wav`` (the same audio in both: the
+event comes later, and another event's speech there is no part of the test, as the cut
+takes earlier events' speech out itself), its ``metadata.json`` with ``timestamps``,
+``planned_timestamps`` and ``duration_s`` shifted by the amount moved and
+``source.offset_s`` set to the boundary, and the same in the task's ``manifest.json``. A
+cut already on the grid, or one without a source sample (the benchmark's own), is copied
+as it is. ``OUT/samples`` links to the set's samples, so the camera and the data's replies
+are found as for the set itself. The audio moved in is checked against the cut: a cut
+that is not its source's audio (at every point its ``input.wav`` or its
+``clean_input.wav``) is an error.
 """
 
 from __future__ import annotations
@@ -102,16 +105,23 @@ def _move(ref: SampleRef, folder: Path) -> float | None:
         _copy(ref, folder)
         return 0.0
     files = sample.trajectory.get("files")
-    name = files.get("input", "input.wav") if isinstance(files, dict) else "input.wav"
-    whole = read_wav(sample.folder / str(name))
+    names = [
+        str(files.get(key, f"{key}.wav")) if isinstance(files, dict) else f"{key}.wav"
+        for key in ("input", "clean_input")
+    ]
+    whole, control = (read_wav(sample.folder / name) for name in names)
     first, at = round(start * RATE_HZ), round(sample.offset_s * RATE_HZ)
     cut = read_wav(ref.folder / "input.wav")
-    if not np.array_equal(whole[at : at + len(cut)], cut):
+    span = slice(at, at + len(cut))
+    if not (
+        len(whole[span]) == len(control[span]) == len(cut)
+        and np.all((whole[span] == cut) | (control[span] == cut))
+    ):
         raise EvaluationError(
-            f"{ref.folder / 'input.wav'}: not {sample.folder / str(name)} from "
+            f"{ref.folder / 'input.wav'}: not {sample.folder / names[0]} from "
             f"{sample.offset_s} s (its metadata's source.offset_s): the cut cannot be moved"
         )
-    lead = whole[first:at]  # before the cut: in both files (the event comes later)
+    lead = control[first:at]  # before the cut: in both files (the event comes later)
     for audio in AUDIO_FILES:
         write_wav(folder / audio, np.concatenate([lead, read_wav(ref.folder / audio)]))
     metadata = json.loads(ref.annotation.read_text(encoding="utf-8"))

@@ -103,21 +103,48 @@ def test_each_window_matches_the_audio_and_the_plan(out: Path) -> None:
 
 def test_inputs_are_cut_from_the_sample_around_one_event(out: Path) -> None:
     by_id = trajectories(out)
+    earlier_removed = 0
     for folder in folders(out):
         meta = json.loads((folder / "metadata.json").read_text())
         source = meta["source"]
         t = by_id[source["sample_id"]]
         whole = read_wav(out / "samples" / source["sample_id"] / "input.wav")
+        control = read_wav(out / "samples" / source["sample_id"] / "clean_input.wav")
         cut = read_wav(folder / "input.wav")
         first = round(source["offset_s"] * 16000)
-        assert np.array_equal(cut, whole[first : first + len(cut)])
         assert meta["duration_s"] == round(len(cut) / 16000, 3)
         end_s = source["offset_s"] + meta["duration_s"]
-        for other in t["events"]:  # the other events' speech (their tails may reach in)
-            if other["index"] != source["event"]:
-                turn = t["turns"][other["turn"]]
-                assert turn["end_s"] <= source["offset_s"] or turn["start_s"] >= end_s, (
-                    folder, other["index"])  # fmt: skip
+        # the sample's input, with the control where another event spoke before this one
+        expected = whole[first : first + len(cut)].copy()
+        start_s = t["events"][source["event"]]["window_s"][0]
+        for other in t["events"]:
+            turn = t["turns"][other["turn"]]
+            if other["window_s"][0] > start_s:  # the next events' speech is not in the file
+                assert turn["start_s"] >= end_s, (folder, other["index"])
+            elif other["index"] == source["event"] or turn["end_s"] <= source["offset_s"]:
+                continue
+            elif abs(turn["start_s"] - 0.5 - source["offset_s"]) > 1e-3:  # not the one asked
+                a, b = (max(first, round(x * 16000)) - first for x in other["window_s"])
+                expected[a:b] = control[first + a : first + b]
+                earlier_removed += int(not np.array_equal(cut[a:b], whole[first + a : first + b]))
+        assert np.array_equal(cut, expected), folder
+    assert earlier_removed > 0  # the set has events whose reply began before another event
+
+
+def test_a_reply_playing_at_the_event_began_in_its_file(out: Path) -> None:
+    """The assistant can be speaking at the overlap, as in the data: the question and the
+    reply playing at the event's start are in the file."""
+    by_id = trajectories(out)
+    playing = 0
+    for folder in folders(out):
+        meta = json.loads((folder / "metadata.json").read_text())
+        t = by_id[meta["source"]["sample_id"]]
+        start_s = t["events"][meta["source"]["event"]]["window_s"][0]
+        for u in t["turns"]:
+            if u["speaker"] == "assistant" and u["start_s"] < start_s < u["end_s"]:
+                playing += 1
+                assert u["start_s"] >= meta["source"]["offset_s"] + 0.5, folder
+    assert playing > 0
 
 
 def test_audible_finds_the_span_or_nothing() -> None:
@@ -138,14 +165,53 @@ def test_a_reverberant_tail_running_into_the_next_window() -> None:
             {"speaker": "user", "role": "backchannel", "start_s": 10.2},
             {"speaker": "background", "role": "tv_line", "start_s": 11.06},
         ],
-        "events": [{"index": 0, "window_s": [10.2, 11.1]}, {"index": 1, "window_s": [11.06, 14.3]}],
+        "events": [
+            {"index": 0, "turn": 1, "window_s": [10.2, 11.1]},
+            {"index": 1, "turn": 2, "window_s": [11.06, 14.3]},
+        ],
     }
     n = 20 * 16000
     first = cut(t, t["events"][0], n)
     assert first == Cut(
         first=round(0.5 * 16000), splice=round(10.2 * 16000), last=round(10.96 * 16000)
     )
-    second = cut(t, t["events"][1], n)
-    assert second == Cut(first=round(10.96 * 16000), splice=round(11.06 * 16000), last=n)
+    second = cut(t, t["events"][1], n)  # from the question, event 0's speech taken out
+    assert second == Cut(
+        first=round(0.5 * 16000),
+        splice=round(11.06 * 16000),
+        last=n,
+        removed=((round(10.2 * 16000), round(11.06 * 16000)),),
+    )
     t["events"][1]["window_s"] = [10.25, 14.3]  # no room left for event 0
     assert cut(t, t["events"][0], n) is None
+
+
+def test_a_reply_to_an_interruption_is_cut_from_the_interruption() -> None:
+    """A backchannel in the answer to an interruption: the file starts at the interruption
+    (the question that answer answers) and keeps its speech; an aside in the first reply
+    is taken out."""
+    t = {
+        "turns": [
+            {"speaker": "user", "role": "question", "start_s": 1.0},
+            {"speaker": "assistant", "role": "answer", "start_s": 3.0},
+            {"speaker": "other", "role": "aside", "start_s": 4.0},
+            {"speaker": "user", "role": "interruption", "start_s": 7.0},
+            {"speaker": "assistant", "role": "answer", "start_s": 10.0},
+            {"speaker": "user", "role": "backchannel", "start_s": 12.0},
+        ],
+        "events": [
+            {"index": 0, "turn": 2, "window_s": [4.0, 5.5]},
+            {"index": 1, "turn": 3, "window_s": [7.0, 9.0]},
+            {"index": 2, "turn": 5, "window_s": [12.0, 12.6]},
+        ],
+    }
+    n = 20 * 16000
+    assert cut(t, t["events"][2], n) == Cut(
+        first=round(6.5 * 16000), splice=round(12.0 * 16000), last=n
+    )
+    assert cut(t, t["events"][1], n) == Cut(  # the interruption: from the first question
+        first=round(0.5 * 16000),
+        splice=round(7.0 * 16000),
+        last=round(11.9 * 16000),
+        removed=((round(4.0 * 16000), round(5.5 * 16000)),),
+    )
