@@ -19,7 +19,14 @@ rate** (our data: ``metadata.json`` ``action``) is the share of samples whose au
 carries out the action the data calls for (:func:`venus.evaluation.metrics.action_met`):
 it credits a model that stops without answering when the user only said stop, or stays
 silent under speech to someone else while it was waiting, which the v1.5 rates count as
-UNCERTAIN.
+UNCERTAIN. The **rate as posed** is the headline over the samples whose data's action is
+the headline's behaviour (``POSED``: an answer for the response rate, carrying on for the
+continuation rate): the overlaps v1.5 poses, a reply playing and the user asking or not
+asking for the floor, without our data's stop requests and asides to a waiting
+assistant, where the headline's behaviour would be wrong. None on data without actions
+(v1.5's own, where every sample is posed). The **by type** table splits each task by our
+data's ``type`` (an interruption's intent, an aside while speaking or waiting, the
+background's source) with the action the data calls for.
 
 v1 measures: the take-over rate (TOR) for interruptions (v1.5 ``user_interruption`` and
 v1 ``synthetic_user_interruption``) and pause handling, and turn-taking TOR and latency.
@@ -56,6 +63,11 @@ FORMAT = 1
 STOPPED = (Why.YIELDED_AND_ANSWERED, Why.STOPPED_SILENT)
 PLAYING = (Why.YIELDED_AND_ANSWERED, Why.KEPT_SPEAKING, Why.RESTARTED_DURING_OVERLAP,
            Why.STOPPED_SILENT)  # fmt: skip
+# the headline behaviour -> the data's actions (metadata.json) that call for it
+POSED = {
+    Behaviour.RESPOND: frozenset({"yield_floor", "revise_response"}),
+    Behaviour.RESUME: frozenset({"continue_speaking"}),
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,8 @@ class ScenarioSummary:
     horizon_clipped: int  # samples whose horizon reached the end of the file
     playing_at_start: int  # samples with a reply playing at the overlap's start (PLAYING)
     headline_rate_playing: float | None  # the headline label's share of those; None if none
+    posed_samples: int  # samples whose data's action is the headline's behaviour (POSED)
+    headline_rate_posed: float | None  # the headline label's share of those; None if none
 
 
 @dataclass(frozen=True)
@@ -185,6 +199,7 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
     interruption = scenario == "interruption"
     headline = Behaviour.RESPOND if interruption else Behaviour.RESUME
     playing = sum(why[w] for w in PLAYING)
+    posed = [s.overlap.label for s in group if s.overlap and s.action in POSED[headline]]
     return ScenarioSummary(
         task=task,
         scenario=scenario,
@@ -208,6 +223,8 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
         horizon_clipped=sum(o.horizon_clipped for o in outcomes),
         playing_at_start=playing,
         headline_rate_playing=labels[headline] / playing if playing else None,
+        posed_samples=len(posed),
+        headline_rate_posed=posed.count(headline) / len(posed) if posed else None,
     )
 
 
@@ -238,15 +255,22 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     lines += ["", "## Overlap behaviour", ""]
     lines += _table(
         ["task", "system", "n", "headline", "rate", "RESPOND", "RESUME", "UNCERTAIN",
-         "stop rate", "TOR", "action met", "playing at start", "rate when playing"],
+         "stop rate", "TOR", "action met", "playing at start", "rate when playing",
+         "rate as posed"],
         [
             [s.task, r.system, str(s.samples), s.headline, pct(s.headline_rate),
              pct(s.respond_rate), pct(s.resume_rate), pct(s.uncertain_rate),
              pct(s.stop_rate), pct(s.take_over_rate), pct(s.action_rate),
-             str(s.playing_at_start), pct(s.headline_rate_playing)]
+             str(s.playing_at_start), pct(s.headline_rate_playing),
+             f"{pct(s.headline_rate_posed)} of {s.posed_samples}"]
             for s, r in _by_task(reports)
         ],
     )  # fmt: skip
+    types = _type_rows(reports)
+    if types:
+        lines += ["", "## By type (our data)", ""]
+        lines += _table(["task", "type", "system", "the data's action", "n", "headline rate",
+                         "action met", "playing at start"], types)  # fmt: skip
     lines += ["", "## Latency (s)", ""]
     rows = []
     for s, r in _by_task(reports):
@@ -272,6 +296,31 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
             ],
         )  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _type_rows(reports: Sequence[ScoreReport]) -> list[list[str]]:
+    """One row per task, our data's type and system: its actions, the headline label's
+    share, the action met's and how many found a reply playing."""
+    headline = {s.task: s.headline for r in reports for s in r.scenarios}
+    groups: dict[tuple[str, str, int], list[SampleScore]] = {}
+    for k, r in enumerate(reports):
+        for x in r.samples:
+            if x.overlap is not None and x.scenario_type is not None:
+                groups.setdefault((x.task, x.scenario_type, k), []).append(x)
+    rows = []
+    for (task, kind, k), group in sorted(groups.items()):
+        label = Behaviour.RESPOND if headline[task] == "response rate" else Behaviour.RESUME
+        pairs = [(x.action, x.overlap) for x in group if x.overlap is not None]
+        met = [m for m in (action_met(a, o) for a, o in pairs) if m is not None]
+        actions = Counter(a or "-" for a, _ in pairs)
+        rows.append([
+            task, kind, reports[k].system,
+            ", ".join(f"{a} {c}" for a, c in sorted(actions.items())), str(len(pairs)),
+            pct(sum(o.label == label for _, o in pairs) / len(pairs)),
+            pct(sum(met) / len(met) if met else None),
+            str(sum(o.why in PLAYING for _, o in pairs)),
+        ])  # fmt: skip
+    return rows
 
 
 def _by_task(reports: Sequence[ScoreReport]) -> list[tuple[ScenarioSummary, ScoreReport]]:

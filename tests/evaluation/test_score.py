@@ -102,6 +102,36 @@ def test_per_scenario_rates(fdb, speech) -> None:
                                                            "TOR (interruption)", 0.5)  # fmt: skip
 
 
+def test_the_rate_as_posed_and_by_type(fdb, speech) -> None:
+    """Our data's stop requests and asides to a waiting assistant are not v1.5's overlaps:
+    the rate as posed leaves them out, and the by-type table shows each with its action."""
+    q = speech.seconds("question")
+    _respond_case(fdb, speech, "user_interruption", "i-respond")
+    stops = fdb.place(D, (2.6, speech.answer, S + 0.5 - 2.6))  # stops 0.5 s in, silent
+    fdb.sample("user_interruption", "i-stop", _heard(fdb, speech, speech.question), stops,
+               [S, S + q], extra={"type": "stop", "action": "stop_output"})  # fmt: skip
+    fdb.sample("talking_to_other", "o-speaking", _heard(fdb, speech, speech.question),
+               _talks_on(fdb, speech), [S, S + q],
+               extra={"type": "while_speaking", "action": "continue_speaking"})  # fmt: skip
+    fdb.sample("talking_to_other", "o-waiting", _heard(fdb, speech, speech.question),
+               np.zeros(int(D * 16000), np.float32), [S, S + q],
+               extra={"type": "while_waiting", "action": "await_input"})  # fmt: skip
+    report = summarize("sys", fdb.data, fdb.outputs, _score(fdb), DEFAULT_RULES)
+    rates = {
+        s.task: (s.headline_rate, s.samples, s.headline_rate_posed, s.posed_samples)
+        for s in report.scenarios
+    }
+    assert rates == {"user_interruption": (0.5, 2, 1.0, 1),
+                     "talking_to_other": (0.5, 2, 1.0, 1)}  # fmt: skip
+    markdown = render_markdown([report])
+    assert "| 100.0% of 1 |" in markdown
+    rows = {tuple(c.strip() for c in line.split("|")[1:-1]) for line in markdown.splitlines()}
+    assert ("talking_to_other", "while_waiting", "sys", "await_input 1", "1", "0.0%", "100.0%",
+            "0") in rows  # silent, as it should be; no continuation  # fmt: skip
+    assert ("user_interruption", "stop", "sys", "stop_output 1", "1", "0.0%", "100.0%",
+            "1") in rows  # fmt: skip
+
+
 def test_no_output_speech_is_counted_not_an_error(fdb, speech) -> None:
     q = speech.seconds("question")
     fdb.sample("user_interruption", "mute", _heard(fdb, speech, speech.question),
