@@ -55,14 +55,18 @@ benchmark's own samples and audio-group ones run without one (--no-video: none a
 
 Writes OUT/<policy>/<task>/<id>/ (output.wav, exactly as long as input.wav;
 timeline.jsonl, conversation.wav, summary.json), OUT/<policy>/report.json and report.md,
-and OUT/report.json and OUT/report.md with the policies side by side."""
+and OUT/report.json and OUT/report.md with the policies side by side.
+
+--rescore runs nothing: it scores the outputs already in OUT again (after an update of
+venus's scoring, or of the data's annotations) and rewrites the reports."""
 
 DUPLEX_EPILOG = """\
 examples:
   venus datagen --preset eval --seed 1 --jobs 2 --out eval-set
   venus eval duplex --data eval-set --out eval-run --jobs 2
   venus eval duplex --data eval-set --out try --policy vad --limit 5
-  venus eval duplex --data eval-set --out greedy --engines my-engines --temperature 0"""
+  venus eval duplex --data eval-set --out greedy --engines my-engines --temperature 0
+  venus eval duplex --data eval-set --out eval-run --rescore"""
 
 
 ASR_HELP = """\
@@ -233,6 +237,12 @@ examples:
         action="store_false",
         help="run every sample without the camera, even where its source sample has a video "
         "(audio only, as the figures before 2026-12-03 were measured)",
+    )
+    duplex.add_argument(
+        "--rescore",
+        action="store_true",
+        help="run nothing: score the outputs already in --out again (this version's rules, "
+        "the data's annotations as they are now) and rewrite its reports",
     )
     add_temperature(duplex)
     duplex.set_defaults(run=_duplex)

@@ -20,6 +20,12 @@ from the cut's start (``source.offset_s``), as the daemon would have seen it
 audio-group ones run without a camera, and so does everything with
 ``DuplexSetup(video=False)`` (``--no-video``, the figures before 2026-12-03).
 ``summary.json`` names the video and offset used.
+
+**Scored again.** :func:`rescore_duplex` (``--rescore``) scores the outputs a run left
+under ``OUT`` again, with this version's rules and the data's annotations as they are
+now, without running the daemon: each sample's ``output.wav`` and ``timeline.jsonl``
+(the chunk length read off the timeline's own starts). A missing or unreadable one is an
+error naming it.
 """
 
 from __future__ import annotations
@@ -38,10 +44,10 @@ from pathlib import Path
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.offline import run_offline
-from venus.daemon.frontend.outputs import OUTPUT_WAV
+from venus.daemon.frontend.outputs import OUTPUT_WAV, TIMELINE_JSONL
 from venus.daemon.frontend.policy import policy_named
 from venus.daemon.frontend.session import engine_options
-from venus.daemon.frontend.timeline import ChunkRecord, PolicyName
+from venus.daemon.frontend.timeline import ChunkRecord, PolicyName, TimelineError, read_timeline
 from venus.engines.runners import Engines
 from venus.errors import EngineError, EvaluationError
 from venus.evaluation.hints import reply_playbacks, timeline_hints
@@ -56,6 +62,7 @@ __all__ = [
     "HarnessFor",
     "Runner",
     "limit_samples",
+    "rescore_duplex",
     "run_duplex",
     "score_run",
 ]
@@ -219,6 +226,45 @@ def run_duplex(
     return tuple(
         DuplexRun(policy, tuple(scores[policy, ref] for ref in refs)) for policy in policies
     )
+
+
+def rescore_duplex(
+    data: Path,
+    out: Path,
+    policies: Sequence[PolicyName],
+    *,
+    limit: int | None = None,
+    rules: Rules = DEFAULT_RULES,
+) -> tuple[DuplexRun, ...]:
+    """The outputs under ``out/<policy>/`` of an earlier run on ``data`` scored again (module
+    doc), one :class:`DuplexRun` per policy in the order given."""
+    refs = limit_samples(find_samples(data), limit)
+    runs = []
+    for policy in policies:
+        scores = []
+        for ref in refs:
+            folder = out / policy / ref.task / ref.sample_id
+            output, timeline = folder / OUTPUT_WAV, folder / TIMELINE_JSONL
+            if not output.is_file() or not timeline.is_file():
+                raise EvaluationError(
+                    f"{folder}: no {OUTPUT_WAV} and {TIMELINE_JSONL} to score again; --rescore "
+                    "needs the outputs of a run of the same --data, --policy and --limit"
+                )
+            try:
+                records = read_timeline(timeline)
+            except TimelineError as e:
+                raise EvaluationError(f"{timeline}: {e}") from e
+            scores.append(score_run(ref, output, records, _chunk_s(records), rules))
+        runs.append(DuplexRun(policy, tuple(scores)))
+    return tuple(runs)
+
+
+def _chunk_s(records: Sequence[ChunkRecord]) -> float:
+    """The chunk length of a timeline: the step between its first two chunks (1 s when
+    there is one)."""
+    if len(records) < 2:
+        return 1.0
+    return round(records[1].start_s - records[0].start_s, 6)
 
 
 def worker_threads(jobs: int) -> int:

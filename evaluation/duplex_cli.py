@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import os
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from importlib.resources import as_file, files
 from pathlib import Path
 
 from venus.daemon.frontend.policy import POLICY_NAMES
 from venus.errors import EvaluationError
-from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex
-from venus.evaluation.duplex_report import RunInfo, write_duplex_report
+from venus.evaluation.duplex import (
+    DuplexRun,
+    DuplexSetup,
+    limit_samples,
+    rescore_duplex,
+    run_duplex,
+)
+from venus.evaluation.duplex_report import REPORT_JSON, RunInfo, write_duplex_report
+from venus.evaluation.metrics import DEFAULT_RULES
 from venus.evaluation.progress import PolicyProgress
 from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import find_samples
@@ -25,9 +35,12 @@ __all__ = ["SHIPPED_ENGINES", "main"]
 
 SHIPPED_ENGINES = "tiny (shipped with venus)"
 QUIET = ("venus.daemon", "venus.engines")  # a line per run, per malformed delegation
+RUN_FIELDS = {f.name for f in dataclasses.fields(RunInfo)}
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.rescore:
+        return _rescore(args)
     if args.jobs < 0:
         raise EvaluationError(f"--jobs must be 0 (one per CPU) or more, not {args.jobs}")
     if not args.log_level:
@@ -64,6 +77,39 @@ def main(args: argparse.Namespace) -> int:
         camera=_camera(args.video, with_video, total),
     )
     json_path, md_path = write_duplex_report(runs, info, setup.rules)
+    _print_labels(runs)
+    print(  # noqa: T201
+        f"{total} samples x {len(policies)} policies in {wall_s:.0f} s: {json_path}, {md_path}"
+    )
+    return 0
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    """``--rescore``: the outputs of the run in ``--out`` scored again, its reports rewritten."""
+    combined = args.out / REPORT_JSON
+    try:
+        recorded = json.loads(combined.read_text(encoding="utf-8"))
+        run = {k: v for k, v in recorded["run"].items() if k in RUN_FIELDS}
+        info = RunInfo(**{**run, "data": str(args.data), "out": str(args.out)})
+        ran = tuple(p["policy"] for p in recorded["policies"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise EvaluationError(
+            f"--rescore: {combined} is not the report of a `venus eval duplex` run ({e}); "
+            "give the --out of an earlier run"
+        ) from e
+    policies = tuple(dict.fromkeys(args.policy or ran))
+    missing = [p for p in policies if p not in ran]
+    if missing:
+        raise EvaluationError(f"--rescore: {args.out} has no run of --policy {missing[0]}")
+    runs = rescore_duplex(args.data, args.out, policies, limit=info.limit)
+    json_path, md_path = write_duplex_report(runs, info, DEFAULT_RULES)
+    _print_labels(runs)
+    print(f"{len(runs[0].scores)} samples x {len(policies)} policies scored again: "  # noqa: T201
+          f"{json_path}, {md_path}")  # fmt: skip
+    return 0
+
+
+def _print_labels(runs: Sequence[DuplexRun]) -> None:
     for run in runs:
         rates = {}
         for task in sorted({s.task for s in run.scores}):
@@ -73,10 +119,6 @@ def main(args: argparse.Namespace) -> int:
                 rates[task] = ", ".join(f"{b} {labels.count(b)}" for b in sorted(set(labels)))
         line = "; ".join(f"{task}: {text}" for task, text in rates.items())
         print(f"{run.policy}: {line}")  # noqa: T201
-    print(  # noqa: T201
-        f"{total} samples x {len(policies)} policies in {wall_s:.0f} s: {json_path}, {md_path}"
-    )
-    return 0
 
 
 def _camera(video: bool, with_video: int, total: int) -> str:

@@ -22,7 +22,7 @@ from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.clock import OfflineClock
 from venus.daemon.frontend.loop import FrameSource, no_frames
-from venus.daemon.frontend.outputs import OutputFiles, write_outputs
+from venus.daemon.frontend.outputs import TIMELINE_JSONL, OutputFiles, write_outputs
 from venus.daemon.frontend.playback import TrackOut
 from venus.daemon.frontend.policy import DecisionPolicy, ModelPolicy
 from venus.daemon.frontend.session import open_frontend
@@ -86,7 +86,7 @@ def run_offline(
         frames = _shifted(video_file.frame_at, video_offset_s)
     elif video is not None:
         log.warning("%s: the engines are an audio frontend; the video is not used", video)
-    with TimelineWriter(out_dir / "timeline.jsonl") as timeline:
+    with TimelineWriter(out_dir / TIMELINE_JSONL) as timeline:
 
         def sink(record: ChunkRecord) -> None:
             timeline.write(record)

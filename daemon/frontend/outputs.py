@@ -22,13 +22,21 @@ import soxr  # type: ignore[import-untyped, unused-ignore]
 from venus.errors import DeviceError
 from venus.hw.sources import FileAudioSource, pcm_to_float
 
-__all__ = ["CONVERSATION_WAV", "OUTPUT_WAV", "OutputFiles", "read_wav_mono", "write_outputs"]
+__all__ = [
+    "CONVERSATION_WAV",
+    "OUTPUT_WAV",
+    "TIMELINE_JSONL",
+    "OutputFiles",
+    "read_wav_mono",
+    "write_outputs",
+]
 
 log = logging.getLogger(__name__)
 
 Samples = npt.NDArray[np.float32]
 OUTPUT_WAV = "output.wav"
 CONVERSATION_WAV = "conversation.wav"
+TIMELINE_JSONL = "timeline.jsonl"  # written beside them by the offline path
 _INT16_MAX = 32767  # full scale of 16-bit PCM (symmetric: -32767 .. 32767)
 
 

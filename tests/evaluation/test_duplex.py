@@ -25,7 +25,13 @@ from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent
 from venus.daemon.frontend.timeline import ChunkRecord
 from venus.errors import EvaluationError
-from venus.evaluation.duplex import DuplexSetup, limit_samples, run_duplex, worker_threads
+from venus.evaluation.duplex import (
+    DuplexSetup,
+    limit_samples,
+    rescore_duplex,
+    run_duplex,
+    worker_threads,
+)
 from venus.evaluation.duplex_report import RunInfo, write_duplex_report
 from venus.evaluation.hints import Playback, reply_playbacks, timeline_hints
 from venus.evaluation.metrics import DEFAULT_RULES, Behaviour, TimelineHints, Why, label_overlap
@@ -195,6 +201,11 @@ def test_the_three_policies_run_side_by_side_with_their_expected_profiles(
         timelines = sorted((out / "plots" / policy).glob("*.png"))
         assert timelines and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in timelines)
     assert (out / "plots" / "scenarios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # scored again from what the run left (nothing runs): the same scores, every policy
+    assert rescore_duplex(fdb.data, out, POLICIES) == runs
+    (out / "vad" / "user_backchannel" / "b-1" / "timeline.jsonl").unlink()
+    with pytest.raises(EvaluationError, match=r"vad/user_backchannel/b-1: no output.wav and"):
+        rescore_duplex(fdb.data, out, POLICIES)
 
 
 def test_errors_name_the_data_or_engines_at_fault(fdb, speech, tmp_path: Path) -> None:
@@ -277,3 +288,20 @@ def test_venus_eval_duplex_runs_at_the_temperature_given(fdb, speech, tmp_path: 
     md = (tmp_path / "o" / "report.md").read_text()
     assert "seed 0, temperature 0\n" in md
     assert "--policy model --limit 1 --temperature 0 --jobs 1`" in md
+    # --rescore: the same reports from the outputs, the run's own line kept
+    report = (tmp_path / "o" / "model" / "report.json").read_text()
+    (tmp_path / "o" / "model" / "report.json").unlink()
+    again = subprocess.run(
+        [str(venus), "eval", "duplex", "--data", str(fdb.data), "--out", "o", "--rescore"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "3 samples x 1 policies scored again" in again.stdout
+    assert (tmp_path / "o" / "model" / "report.json").read_text() == report
+    assert (tmp_path / "o" / "report.md").read_text() == md
+    wrong = subprocess.run(
+        [str(venus), "eval", "duplex", "--data", str(fdb.data), "--out", "o", "--rescore",
+         "--policy", "vad"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert wrong.returncode == 1 and "has no run of --policy vad" in wrong.stderr
