@@ -44,6 +44,7 @@ class Batch:
     decision: Tensor  # [B, L] bool
     turn: Tensor  # [B, L] bool: a decision that starts a reply or yields (layout.py)
     event: Tensor  # [B, L] bool: a decision an overlap event is decided in (layout.py)
+    after: Tensor  # [B, L] bool: carrying on in the chunks just after a hold (layout.py)
     opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
     choice: Tensor  # [B, L] bool: a target naming a call's capability (layout.py)
     mask: Tensor  # [B, L] 1 where real
@@ -90,6 +91,8 @@ class Losses:
     events_right: int = 0
     holds: int = 0  # of those, the ones that carry on (continue through it)
     holds_right: int = 0
+    afters: int = 0  # decisions carrying on in the chunks just after a hold
+    afters_right: int = 0
     speech: Tensor | None = None  # the speech decoder's cross-entropy (with units)
     speech_tokens: int = 0
     speech_right: int = 0
@@ -128,6 +131,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         decision=field("decision", 0).bool(),
         turn=field("turn", 0).bool(),
         event=field("event", 0).bool(),
+        after=field("after", 0).bool(),
         opening=field("opening", 0).bool(),
         choice=field("choice", 0).bool(),
         mask=torch.from_numpy(
@@ -198,13 +202,20 @@ def _mean_ce(logits: Tensor, target: Tensor, w: Tensor) -> Tensor:
 
 
 def decision_weights(
-    turn: Tensor, event: Tensor, turn_weight: float, event_weight: float = 1.0
+    turn: Tensor,
+    event: Tensor,
+    turn_weight: float,
+    event_weight: float = 1.0,
+    after: Tensor | None = None,
+    after_weight: float = 1.0,
 ) -> Tensor:
     """Each decision's weight in the decision loss: ``turn_weight`` where it changes
     course, at least ``event_weight`` where an overlap event is decided (its yield and
-    its hold alike), 1 elsewhere."""
+    its hold alike), at least ``after_weight`` where it carries on just after a hold
+    (``after``), 1 elsewhere."""
     w = 1.0 + (turn_weight - 1.0) * turn.float()
-    return torch.where(event, w.clamp(min=event_weight), w)
+    w = torch.where(event, w.clamp(min=event_weight), w)
+    return w if after is None else torch.where(after, w.clamp(min=after_weight), w)
 
 
 def forward_losses(
@@ -221,6 +232,7 @@ def forward_losses(
     *,
     call_weight: float = 1.0,
     event_weight: float = 1.0,
+    after_weight: float = 1.0,
     speech_sampling: float = 0.0,
     generator: torch.Generator | None = None,
     closed_loop: bool = False,
@@ -229,7 +241,8 @@ def forward_losses(
     also the speech decoder's loss, on the backbone's hidden states (detached unless
     ``speech_grad``: the speech loss then trains the backbone too). Decisions that change
     course count ``turn_weight`` times in the decision loss, and those an overlap event is
-    decided in at least ``event_weight`` times (``decision_weights``). With ``listen``, the
+    decided in at least ``event_weight`` times, those that carry on just after a hold at
+    least ``after_weight`` times (``decision_weights``). With ``listen``, the
     listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
     targets of a reply's first chunk (``opening``) count ``reply_weight`` times, and the
     one that names a call's capability (``choice``) ``call_weight`` times more. The
@@ -249,7 +262,8 @@ def forward_losses(
     d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
     d_turn, d_event = batch.turn[d_rows, d_cols], batch.event[d_rows, d_cols]
-    d_weight = decision_weights(d_turn, d_event, turn_weight, event_weight)
+    d_after = batch.after[d_rows, d_cols]
+    d_weight = decision_weights(d_turn, d_event, turn_weight, event_weight, d_after, after_weight)
     decision_loss = _mean_ce(d_logits, d_target, d_weight)
     d_pred = d_logits.argmax(dim=1)
     speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
@@ -295,6 +309,8 @@ def forward_losses(
         events_right=int((acts_right & d_event).sum()),
         holds=int((d_event & ~d_turn).sum()),
         holds_right=int((acts_right & d_event & ~d_turn).sum()),
+        afters=int(d_after.sum()),
+        afters_right=int((acts_right & d_after).sum()),
         text_tokens=len(t_target),
         text_right=int(t_right.sum()),
         opening_tokens=int(t_open.sum()),

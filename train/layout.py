@@ -19,13 +19,17 @@ on what the context already shows. A decision in the chunk where an overlap even
 decided (the chunk's ``action``: an interruption's yield, or carrying on through a
 backchannel, an aside or background speech) is marked ``event``; one that carries on
 (``event`` without ``turn``) is a hold: the model keeps its course while the user
-speaks, where ``turn`` marks the yields. The text targets of the chunk that starts a reply are
-marked ``opening``: they say which answer the model took the question for; of those, the
-target that names a delegation span's capability (``timer`` in ``{"name": "timer", ..}``,
-or ``retry`` / ``cancel`` in ``{"retry": ..}``) is also marked ``choice``: the tokens
-before it are the same in every span, so it is where a call picks its tool. Everything
-else (the user's audio, results, markers) is input only: the assistant's spans alone are
-supervised, as in the paper.
+speaks, where ``turn`` marks the yields. The decisions in the ``AFTER_CHUNKS`` chunks
+after a hold that carry on speaking, as the data does, are marked ``after``: the user has
+just stopped, and a model that took the overlap for a turn yields there (the shipped
+venus-tiny held through 36 of 44 held-out backchannels, and through 29 of them and the
+two chunks after, teacher-forced; docs/training-log.md, seventeenth round). The text
+targets of the chunk that starts a reply are marked ``opening``: they say which answer
+the model took the question for; of those, the target that names a delegation span's
+capability (``timer`` in ``{"name": "timer", ..}``, or ``retry`` / ``cancel`` in
+``{"retry": ..}``) is also marked ``choice``: the tokens before it are the same in every
+span, so it is where a call picks its tool. Everything else (the user's audio, results,
+markers) is input only: the assistant's spans alone are supervised, as in the paper.
 
 A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
 its decision target is ``<|speak|>`` (docs/data.md). Chunk text continues a reply with a
@@ -44,6 +48,7 @@ IGNORE = -100  # no target at this position (torch's cross-entropy ignore_index)
 TOKEN, AUDIO, VISION = 0, 1, 2  # what fills a position: a token id, an audio or a vision slot
 CALL_PREFIX = '{"name": "'  # how every call span starts (datagen's delegation spans)
 RESULT_TOKENS = 512  # the daemon's cut of an injected result (step.RESULT_TOKENS)
+AFTER_CHUNKS = 2  # chunks after a hold whose carrying on is marked ``after``
 
 Encode = Callable[[str], list[int]]
 
@@ -68,6 +73,7 @@ class Layout:
     decision: list[bool] = field(default_factory=list)  # the target is a chunk's decision
     turn: list[bool] = field(default_factory=list)  # a decision that changes course (below)
     event: list[bool] = field(default_factory=list)  # a decision an overlap event is decided in
+    after: list[bool] = field(default_factory=list)  # carrying on just after a hold (above)
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
@@ -84,6 +90,7 @@ class Layout:
         self.decision.append(False)
         self.turn.append(False)
         self.event.append(False)
+        self.after.append(False)
         self.opening.append(False)
         self.choice.append(False)
         self.speech.append(-1)
@@ -112,15 +119,14 @@ def build_layout(
     name_prefix = encode(CALL_PREFIX)
     pending: list[int] = []
     in_reply = False
+    held = -AFTER_CHUNKS - 1  # the chunk of the last hold
     for k, chunk in enumerate(chunks):
         out.stats.chunks += 1
         last = _prefill(out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens)
         decision = chunk["decision"]
         speaking = decision in ("speak", "turn_eos")
-        out.labels[last] = s["<|speak|>"] if speaking else s["<|listen|>"]
-        out.decision[last] = True
-        out.turn[last] = speaking != in_reply  # starts a reply, or yields in one
-        out.event[last] = bool(chunk.get("action"))
+        if _mark_decision(out, last, chunk, s, in_reply, after=k - held <= AFTER_CHUNKS):
+            held = k
         opens = speaking and not in_reply
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]
@@ -159,6 +165,27 @@ def build_layout(
             pending = [s["<|chunk_end|>"]]
         in_reply = not ends_turn
     return out
+
+
+def _mark_decision(
+    out: Layout,
+    last: int,
+    chunk: Mapping[str, Any],
+    special: Mapping[str, int],
+    in_reply: bool,
+    *,
+    after: bool,
+) -> bool:
+    """The decision target at ``last`` and its marks (module doc); whether it is a hold.
+    ``after``: the chunk is within ``AFTER_CHUNKS`` after a hold."""
+    speaking = chunk["decision"] in ("speak", "turn_eos")
+    out.labels[last] = special["<|speak|>"] if speaking else special["<|listen|>"]
+    out.decision[last] = True
+    out.turn[last] = speaking != in_reply  # starts a reply, or yields in one
+    out.event[last] = bool(chunk.get("action"))
+    carries_on = speaking and in_reply
+    out.after[last] = after and carries_on
+    return out.event[last] and carries_on
 
 
 def _choice(ids: Sequence[int], name_prefix: Sequence[int]) -> int:

@@ -382,6 +382,7 @@ def _objective(
                               cfg.speech_weight, cfg.speech_grad, cfg.turn_weight, listen,
                               cfg.ctc_weight, cfg.reply_weight,
                               call_weight=cfg.call_weight, event_weight=cfg.event_weight,
+                              after_weight=cfg.after_weight,
                               speech_sampling=_sampling(step, cfg),
                               generator=_draws(step, cfg, where))  # fmt: skip
 

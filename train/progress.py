@@ -59,9 +59,9 @@ def plot_history(history: Path, png: Path) -> bool:
     a.set_ylabel("training loss")
     a.legend()
     for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
-                "hold_accuracy", "text_accuracy", "opening_accuracy", "first_token_accuracy",
-                "call_accuracy", "speech_accuracy", "speech_closed_accuracy",
-                "heard_cer"):  # fmt: skip
+                "hold_accuracy", "after_hold_accuracy", "text_accuracy", "opening_accuracy",
+                "first_token_accuracy", "call_accuracy", "speech_accuracy",
+                "speech_closed_accuracy", "heard_cer"):  # fmt: skip
         have = [r for r in vals if key in r["validation"]]
         if have:
             b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",

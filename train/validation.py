@@ -25,7 +25,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, the decisions where an overlap event is decided (speaking or
-    not as the data does; and of those, the holds that carry on through it),
+    not as the data does; and of those, the holds that carry on through it; and the
+    decisions carrying on in the two chunks after a hold),
     next-text-token accuracy (of a reply's first chunk, and of
     its first token: which answer was chosen; and of the token naming a call's
     capability: which tool it picked); with ``speech_ids``, the speech
@@ -39,7 +40,7 @@ def evaluate(
                           "said", "t", "t_right", "speech", "s", "s_right", "turns",
                           "turns_right", "ctc", "heard", "edits", "chars", "o",
                           "o_right", "s_closed", "f", "f_right", "c", "c_right", "e",
-                          "e_right", "h", "h_right"),
+                          "e_right", "h", "h_right", "a", "a_right"),
                          0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
@@ -78,6 +79,8 @@ def evaluate(
             sums["e_right"] += losses.events_right
             sums["h"] += losses.holds
             sums["h_right"] += losses.holds_right
+            sums["a"] += losses.afters
+            sums["a_right"] += losses.afters_right
     model.train(was)
 
     def ratio(a: float, b: float) -> float:
@@ -108,6 +111,8 @@ def evaluate(
         "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
         "event_accuracy": ratio(sums["e_right"], sums["e"]),
         "hold_accuracy": ratio(sums["h_right"], sums["h"]),
+        "after_hold_accuracy": ratio(sums["a_right"], sums["a"]),
+        "after_holds": sums["a"],
         "events": sums["e"],
         "holds": sums["h"],
         "text_accuracy": ratio(sums["t_right"], sums["t"]),
@@ -138,8 +143,14 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     if m.get("events"):
         events = (
             f", overlap events {100 * m['event_accuracy']:.1f}% of {int(m['events'])} "
-            f"(holds {100 * m['hold_accuracy']:.1f}% of {int(m['holds'])})"
+            f"(holds {100 * m['hold_accuracy']:.1f}% of {int(m['holds'])}"
         )
+        if m.get("after_holds"):
+            events += (
+                f"; the 2 chunks after a hold {100 * m['after_hold_accuracy']:.1f}% of "
+                f"{int(m['after_holds'])}"
+            )
+        events += ")"
     return (
         f"{what}: control accuracy {100 * m['control_accuracy']:.1f}% "
         f"(chance {100 * m['control_chance']:.1f}%), speak recall "

@@ -184,3 +184,21 @@ def test_the_decision_an_overlap_event_is_decided_in_is_marked_event() -> None:
     assert [layout.event[i] for i in decisions] == [False, False, True, False, True, False, False]
     assert [layout.turn[i] for i in decisions] == [False, True, False, False, True, False, True]
     assert not any(e and not d for e, d in zip(layout.event, layout.decision, strict=True))
+    # the hold at chunk 2 marks chunk 3's carrying on (chunk 4 yields: no mark), the yield
+    # at chunk 4 nothing
+    assert [layout.after[i] for i in decisions] == [False, False, False, True, False, False, False]
+
+
+def test_carrying_on_in_the_two_chunks_after_a_hold_is_marked_after() -> None:
+    """A long reply with a backchannel decided at chunk 2: chunks 3 and 4 are ``after``,
+    chunk 5 is not; a reply the data ends at chunk 3 stops the marks (listening is no
+    carrying on), and a new reply is not one."""
+    chunks = [chunk(), *(chunk("speak", w) for w in ("a", "b", "c", "d", "e")), chunk()]
+    chunks[2]["action"] = "continue_speaking"
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=1)
+    decisions = [i for i, d in enumerate(layout.decision) if d]
+    assert [layout.after[i] for i in decisions] == [False, False, False, True, True, False, False]
+    short = [chunk(), chunk("speak", "a"), chunk("speak", "b"), chunk(), chunk("speak", "c")]
+    short[2]["action"] = "continue_speaking"
+    layout = build_layout(short, S, encode, audio_tokens=1, vision_tokens=1)
+    assert not any(layout.after)

@@ -131,3 +131,16 @@ def test_an_overlap_events_decision_counts_at_least_event_weight_times(tmp_path:
     right = said == (target != 0)
     assert plain.events_right == int((right & batch.event[d]).sum())
     assert plain.holds_right == int((right & holds[d]).sum())
+    # after_weight: the carrying on just after a hold, the same way
+    after = batch.after[d]
+    assert int(after.sum()) > 0 and not bool((batch.after & ~batch.decision).any())
+    with torch.no_grad():
+        both = forward_losses(
+            model, batch, CONTROL, turn_weight=3.0, event_weight=5.0, after_weight=7.0
+        )
+    weight = torch.where(after, weight.clamp(min=7.0), weight)
+    assert float(both.decision) == pytest.approx(
+        float((each * weight).sum() / weight.sum()), rel=1e-5
+    )
+    assert plain.afters == int(after.sum())
+    assert plain.afters_right == int((right & after).sum())

@@ -34,6 +34,7 @@ from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
         ({"train": {"mel_freq_masks": 1.0}}, r"train\.mel_freq_masks must be a int"),
         ({"train": {"listen_only": True}}, r"train\.listen_only .*set train\.ctc_weight > 0"),
         ({"train": {"event_weight": 0}}, r"train\.event_weight must be positive"),
+        ({"train": {"after_weight": -1}}, r"train\.after_weight must be positive"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -152,6 +153,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     events = load_train_config(recipes / "venus-tiny-events.toml")
     assert recipe.event_weight == 1.0 < events.event_weight
     assert dataclasses.replace(events, event_weight=1.0) == recipe
+    # the seventeenth round's: the carrying on just after a hold weighted
+    after = load_train_config(recipes / "venus-tiny-after.toml")
+    assert recipe.after_weight == 1.0 < after.after_weight
+    assert dataclasses.replace(after, after_weight=1.0) == recipe
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
