@@ -39,13 +39,14 @@ VALIDATE_HELP = """\
 The teacher-forced validation figures of a `venus train` checkpoint on every sample of a
 set: control accuracy beside chance, speak recall, turn accuracy, the decisions where an
 overlap event is decided (and the holds among them, that carry on through one, and the
-carrying on in the two chunks after a hold), text accuracy and that of a reply's first chunk and of its first token (whether it answers
-the question asked); from the run's listening head (CKPT/train/state.pt) the character
-error rate of the user's words; with --voice, the speech decoder's code accuracy
-teacher-forced and closed loop (fed its own codes, as the daemon does). `venus train`
-reports these on a split of its own training set; run this on a held-out set (other
-voices, another seed, the evaluation's mix) to choose a checkpoint for what the daemon
-will hear, without running the daemon (docs/training.md)."""
+carrying on in the two chunks after a hold), text accuracy and that of a reply's first
+chunk and of its first token (whether it answers the question asked); from the run's
+listening head (CKPT/train/state.pt) the character error rate of the user's words; with
+--voice, the speech decoder's code accuracy teacher-forced and closed loop (fed its own
+codes, as the daemon does). `venus train` reports these on a split of its own training
+set; run this on a held-out set (other voices, another seed, the evaluation's mix) to
+choose a checkpoint for what the daemon will hear, without running the daemon
+(docs/training.md)."""
 
 VALIDATE_EPILOG = """\
 examples:
