@@ -13,15 +13,17 @@ DanielLin94144/Full-Duplex-Bench ``v1_v1.5/dataset``)::
 
 **The cut.** ``input.wav`` is the sample's ``input.wav`` from the user's turn that the
 reply playing at the event answers (0.5 s before it: the last question, request or
-interruption before that reply began; where no reply has begun, the last question or
-request before the event) to the next event's window (less a 0.1 s guard) or the
-sample's end, so the assistant can be speaking when the overlap comes, as it is in the
-data. Earlier events between that turn and this one (a backchannel or an aside earlier
-in the same reply) are taken out: there ``input.wav`` is the sample's
-``clean_input.wav``, the same audio without their speech. So each file holds exactly one
-overlap event, with its context before and the room for a response after; only an
-interruption whose question the reply answers stays in, as that question.
-``source.offset_s`` is where the cut starts in the sample.
+interruption before that reply began) to the next event's window (less a 0.1 s guard)
+or the sample's end, so the assistant can be speaking when the overlap comes, as it is
+in the data. Earlier events between that turn and this one (a backchannel or an aside
+earlier in the same reply) are taken out: there ``input.wav`` is the sample's
+``clean_input.wav``, the same audio without their speech. Where no reply plays at the
+event (an aside while the assistant waits), the cut starts 0.5 s before the user's last
+question or request, never before the previous event's window ends, and nothing is taken
+out: an earlier event there may have changed what the assistant does (a stop request).
+So each file holds exactly one overlap event, with its context before and the room for
+a response after; only an interruption whose question the reply answers stays in, as
+that question. ``source.offset_s`` is where the cut starts in the sample.
 
 **The control.** ``clean_input.wav`` is ``input.wav`` with, from the event's window on
 (the trajectory's ``window_s``, where the event's own speech becomes audible), the
@@ -235,15 +237,14 @@ def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
     high = min([a - GUARD_S for a in after] + [n / RATE_HZ])
     if high - start_s < MIN_CUT_S:
         return None
-    asked = _asked(t, start_s)
     before = [end for start, i, end in windows if (start, i) < (start_s, k)]
-    if asked is not None:
-        first_s = min(float(asked["start_s"]) - LEAD_S, start_s)
-    elif before:  # nothing asked yet: from the end of the previous event's window
-        first_s = min(max(before) + GUARD_S, start_s - GUARD_S)
-    else:
-        first_s = 0.0
-    first, splice = max(0, _at(first_s)), max(0, _at(start_s))
+    low = max(0.0, min(max(before) + GUARD_S, start_s - GUARD_S)) if before else 0.0
+    playing = _playing(t, start_s)
+    asked = _asked(t, start_s, low, playing)
+    first_s = min(float(asked["start_s"]) - LEAD_S, start_s) if asked is not None else low
+    if not playing:  # no reply to reach back to: never before the previous event
+        return Cut(_at(max(low, first_s)), _at(start_s), min(n, _at(high)))
+    first, splice = _at(first_s), _at(start_s)
     kept = t["turns"].index(asked) if asked is not None else None
     removed = tuple(
         (a, b)
@@ -255,16 +256,27 @@ def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
     return Cut(first, splice, min(n, _at(high)), removed)
 
 
-def _asked(t: dict[str, Any], start_s: float) -> dict[str, Any] | None:
-    """The user's turn that the reply playing (or last played) before ``start_s``
-    answers; before any reply, the last question or request before ``start_s``."""
+def _playing(t: dict[str, Any], start_s: float) -> bool:
+    """Whether an assistant's turn of ``t`` plays at ``start_s``."""
+    return any(
+        u["speaker"] == "assistant" and float(u["start_s"]) < start_s < float(u["end_s"])
+        for u in t["turns"]
+    )
+
+
+def _asked(t: dict[str, Any], start_s: float, low: float, playing: bool) -> dict[str, Any] | None:
+    """The user's turn that the reply ``playing`` at ``start_s`` answers (the last
+    question, request or interruption before it began); with none playing, the last
+    question or request from ``low`` on, as no earlier event is reached back past then."""
     replies = [u for u in t["turns"] if u["speaker"] == "assistant" and u["start_s"] < start_s]
-    until = float(replies[-1]["start_s"]) if replies else start_s
-    roles = (*CONTEXT_ROLES, "interruption") if replies else CONTEXT_ROLES
+    roles: tuple[str, ...] = CONTEXT_ROLES
+    since, until = low, start_s
+    if replies and playing:
+        since, until, roles = 0.0, float(replies[-1]["start_s"]), (*CONTEXT_ROLES, "interruption")
     asked = [
         u
         for u in t["turns"]
-        if u["speaker"] == "user" and u["role"] in roles and float(u["start_s"]) < until
+        if u["speaker"] == "user" and u["role"] in roles and since <= float(u["start_s"]) < until
     ]
     return asked[-1] if asked else None
 
@@ -297,7 +309,7 @@ def _context(t: dict[str, Any], start_s: float) -> str:
 
 
 def _at(t_s: float) -> int:
-    return round(float(t_s) * RATE_HZ)
+    return max(0, round(float(t_s) * RATE_HZ))
 
 
 def _plain(text: str) -> str:

@@ -175,13 +175,8 @@ def test_a_reverberant_tail_running_into_the_next_window() -> None:
     assert first == Cut(
         first=round(0.5 * 16000), splice=round(10.2 * 16000), last=round(10.96 * 16000)
     )
-    second = cut(t, t["events"][1], n)  # from the question, event 0's speech taken out
-    assert second == Cut(
-        first=round(0.5 * 16000),
-        splice=round(11.06 * 16000),
-        last=n,
-        removed=((round(10.2 * 16000), round(11.06 * 16000)),),
-    )
+    second = cut(t, t["events"][1], n)  # no reply plays: from the end of event 0
+    assert second == Cut(first=round(10.96 * 16000), splice=round(11.06 * 16000), last=n)
     t["events"][1]["window_s"] = [10.25, 14.3]  # no room left for event 0
     assert cut(t, t["events"][0], n) is None
 
@@ -193,10 +188,10 @@ def test_a_reply_to_an_interruption_is_cut_from_the_interruption() -> None:
     t = {
         "turns": [
             {"speaker": "user", "role": "question", "start_s": 1.0},
-            {"speaker": "assistant", "role": "answer", "start_s": 3.0},
+            {"speaker": "assistant", "role": "answer", "start_s": 3.0, "end_s": 8.0},
             {"speaker": "other", "role": "aside", "start_s": 4.0},
             {"speaker": "user", "role": "interruption", "start_s": 7.0},
-            {"speaker": "assistant", "role": "answer", "start_s": 10.0},
+            {"speaker": "assistant", "role": "answer", "start_s": 10.0, "end_s": 16.0},
             {"speaker": "user", "role": "backchannel", "start_s": 12.0},
         ],
         "events": [
@@ -214,4 +209,24 @@ def test_a_reply_to_an_interruption_is_cut_from_the_interruption() -> None:
         splice=round(7.0 * 16000),
         last=round(11.9 * 16000),
         removed=((round(4.0 * 16000), round(5.5 * 16000)),),
+    )
+
+
+def test_an_aside_while_waiting_is_cut_from_after_the_previous_event() -> None:
+    """No reply plays at the aside: the cut starts after the stop request before it, which
+    stays out (taking it out of a cut from the question would let the reply play on)."""
+    t = {
+        "turns": [
+            {"speaker": "user", "role": "question", "start_s": 1.0},
+            {"speaker": "assistant", "role": "answer", "start_s": 3.0, "end_s": 6.0},
+            {"speaker": "user", "role": "interruption", "start_s": 5.0},
+            {"speaker": "other", "role": "aside", "start_s": 9.0},
+        ],
+        "events": [
+            {"index": 0, "turn": 2, "window_s": [5.0, 6.0]},
+            {"index": 1, "turn": 3, "window_s": [9.0, 10.5]},
+        ],
+    }
+    assert cut(t, t["events"][1], 20 * 16000) == Cut(
+        first=round(6.1 * 16000), splice=round(9.0 * 16000), last=20 * 16000
     )
