@@ -239,10 +239,10 @@ def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
         return None
     before = [end for start, i, end in windows if (start, i) < (start_s, k)]
     low = max(0.0, min(max(before) + GUARD_S, start_s - GUARD_S)) if before else 0.0
-    playing = _playing(t, start_s)
-    asked = _asked(t, start_s, low, playing)
+    reply = _reply_at(t, start_s)
+    asked = _asked(t, start_s, low, reply)
     first_s = min(float(asked["start_s"]) - LEAD_S, start_s) if asked is not None else low
-    if not playing:  # no reply to reach back to: never before the previous event
+    if reply is None:  # no reply to reach back to: never before the previous event
         return Cut(_at(max(low, first_s)), _at(start_s), min(n, _at(high)))
     first, splice = _at(first_s), _at(start_s)
     kept = t["turns"].index(asked) if asked is not None else None
@@ -256,23 +256,28 @@ def cut(t: dict[str, Any], event: dict[str, Any], n: int) -> Cut | None:
     return Cut(first, splice, min(n, _at(high)), removed)
 
 
-def _playing(t: dict[str, Any], start_s: float) -> bool:
-    """Whether an assistant's turn of ``t`` plays at ``start_s``."""
-    return any(
-        u["speaker"] == "assistant" and float(u["start_s"]) < start_s < float(u["end_s"])
-        for u in t["turns"]
+def _reply_at(t: dict[str, Any], start_s: float) -> dict[str, Any] | None:
+    """The assistant's turn of ``t`` that plays at ``start_s``, if any."""
+    return next(
+        (
+            u
+            for u in t["turns"]
+            if u["speaker"] == "assistant" and float(u["start_s"]) < start_s < float(u["end_s"])
+        ),
+        None,
     )
 
 
-def _asked(t: dict[str, Any], start_s: float, low: float, playing: bool) -> dict[str, Any] | None:
-    """The user's turn that the reply ``playing`` at ``start_s`` answers (the last
-    question, request or interruption before it began); with none playing, the last
-    question or request from ``low`` on, as no earlier event is reached back past then."""
-    replies = [u for u in t["turns"] if u["speaker"] == "assistant" and u["start_s"] < start_s]
+def _asked(
+    t: dict[str, Any], start_s: float, low: float, reply: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The user's turn that ``reply``, playing at ``start_s``, answers (the last question,
+    request or interruption before it began); with none playing, the last question or
+    request from ``low`` on, as no earlier event is reached back past then."""
     roles: tuple[str, ...] = CONTEXT_ROLES
     since, until = low, start_s
-    if replies and playing:
-        since, until, roles = 0.0, float(replies[-1]["start_s"]), (*CONTEXT_ROLES, "interruption")
+    if reply is not None:
+        since, until, roles = 0.0, float(reply["start_s"]), (*CONTEXT_ROLES, "interruption")
     asked = [
         u
         for u in t["turns"]

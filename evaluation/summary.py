@@ -197,7 +197,7 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
         m for m in (action_met(s.action, s.overlap) for s in group if s.overlap) if m is not None
     ]
     interruption = scenario == "interruption"
-    headline = Behaviour.RESPOND if interruption else Behaviour.RESUME
+    headline = _headline(scenario)
     playing = sum(why[w] for w in PLAYING)
     posed = [s.overlap.label for s in group if s.overlap and s.action in POSED[headline]]
     return ScenarioSummary(
@@ -298,10 +298,15 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _headline(scenario: str) -> Behaviour:
+    """The label a scenario's headline rate counts: answering an interruption, else
+    carrying on."""
+    return Behaviour.RESPOND if scenario == "interruption" else Behaviour.RESUME
+
+
 def _type_rows(reports: Sequence[ScoreReport]) -> list[list[str]]:
     """One row per task, our data's type and system: its actions, the headline label's
     share, the action met's and how many found a reply playing."""
-    headline = {s.task: s.headline for r in reports for s in r.scenarios}
     groups: dict[tuple[str, str, int], list[SampleScore]] = {}
     for k, r in enumerate(reports):
         for x in r.samples:
@@ -309,7 +314,7 @@ def _type_rows(reports: Sequence[ScoreReport]) -> list[list[str]]:
                 groups.setdefault((x.task, x.scenario_type, k), []).append(x)
     rows = []
     for (task, kind, k), group in sorted(groups.items()):
-        label = Behaviour.RESPOND if headline[task] == "response rate" else Behaviour.RESUME
+        label = _headline(group[0].scenario)
         pairs = [(x.action, x.overlap) for x in group if x.overlap is not None]
         met = [m for m in (action_met(a, o) for a, o in pairs) if m is not None]
         actions = Counter(a or "-" for a, _ in pairs)
