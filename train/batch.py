@@ -18,6 +18,7 @@ import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from torch import Tensor
 
 from venus.export.model.venus import VenusModel
+from venus.train.addressee import NONE, AddresseeHead, addressee_loss
 from venus.train.data import Example
 from venus.train.heard import Heard, HeardResult, ListenHead, heard_loss, shifted
 from venus.train.layout import AUDIO, IGNORE, VISION
@@ -54,6 +55,7 @@ class Batch:
     speech: SpeechBatch | None = None  # the speech decoder's rows (examples with units)
     heard: tuple[tuple[Heard, ...], ...] = ()  # per row, the user turns it holds (heard.py)
     chunks: tuple[int, ...] = ()  # per row, its chunks (the rest of ``mel`` is padding)
+    addressed: Tensor | None = None  # [B, L] at decisions: whom the chunk's speech is for
 
     def to(self, device: torch.device) -> Batch:
         """The batch with its tensors on ``device`` (itself when they are there)."""
@@ -98,6 +100,9 @@ class Losses:
     speech_right: int = 0
     speech_closed_right: int = 0  # right with its own units fed back (``closed_loop``)
     heard: HeardResult | None = None  # the listening loss (with a ListenHead)
+    addressee: Tensor | None = None  # the addressee loss (with an AddresseeHead)
+    addressed: int = 0  # decisions whose chunk hears speech (scored by it)
+    addressed_right: int = 0
 
 
 def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = None) -> Batch:
@@ -143,7 +148,19 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         speech=None if speech_ids is None else _speech_rows(examples, *speech_ids),
         heard=tuple(shifted(e.heard, e.start, len(e.chunks)) for e in examples),
         chunks=tuple(len(e.chunks) for e in examples),
+        addressed=_addressed(examples, length),
     )
+
+
+def _addressed(examples: Sequence[Example], length: int) -> Tensor:
+    """Each example's per-chunk addressee classes at its decision positions (one a
+    chunk, in order), ``NONE`` elsewhere."""
+    out = np.full((len(examples), length), NONE, np.int64)
+    for i, e in enumerate(examples):
+        at = np.flatnonzero(e.layout.decision)
+        n = min(len(at), len(e.addressed))
+        out[i, at[:n]] = e.addressed[:n]
+    return torch.from_numpy(out)
 
 
 def _speech_rows(examples: Sequence[Example], start: int, end: int) -> SpeechBatch | None:
@@ -233,6 +250,8 @@ def forward_losses(
     call_weight: float = 1.0,
     event_weight: float = 1.0,
     after_weight: float = 1.0,
+    addressee: AddresseeHead | None = None,
+    addressee_weight: float = 0.0,
     speech_sampling: float = 0.0,
     generator: torch.Generator | None = None,
     closed_loop: bool = False,
@@ -243,7 +262,9 @@ def forward_losses(
     course count ``turn_weight`` times in the decision loss, and those an overlap event is
     decided in at least ``event_weight`` times, those that carry on just after a hold at
     least ``after_weight`` times (``decision_weights``). With ``listen``, the
-    listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``. The text
+    listening loss on the user's turns (``heard.py``), weighted ``ctc_weight``; with
+    ``addressee``, the addressee loss at the decisions (``addressee.py``), weighted
+    ``addressee_weight``. The text
     targets of a reply's first chunk (``opening``) count ``reply_weight`` times, and the
     one that names a call's capability (``choice``) ``call_weight`` times more. The
     speech decoder is fed its own units for ``speech_sampling`` of the data's (drawn with
@@ -292,6 +313,12 @@ def forward_losses(
                            chunk_s=model.cfg.mel_frames_per_chunk / MEL_FRAMES_PER_S)  # fmt: skip
         if heard is not None:
             total = total + ctc_weight * heard.loss
+    a_loss, a_scored, a_right = None, 0, 0
+    if addressee is not None and batch.addressed is not None:
+        a_loss, a_scored, a_right = addressee_loss(
+            addressee, hidden[d_rows, d_cols], batch.addressed[d_rows, d_cols]
+        )
+        total = total + addressee_weight * a_loss
     said_speak = d_pred != 0  # speak or turn_eos: the daemon speaks
     acts_right = said_speak == (d_target != 0)  # speaks, or not, as the target does
     return Losses(
@@ -324,4 +351,7 @@ def forward_losses(
         speech_right=0 if speech is None else speech.right,
         speech_closed_right=closed,
         heard=heard,
+        addressee=None if a_loss is None else a_loss.detach(),
+        addressed=a_scored,
+        addressed_right=a_right,
     )

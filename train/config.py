@@ -24,6 +24,8 @@ key or a bad value is an error naming it.
     event_weight = 1.0       # least weight of a decision an overlap event is decided in
                              #   (an interruption's yield, a hold through an aside ...)
     after_weight = 1.0       # least weight of carrying on in the 2 chunks after a hold
+    addressee_weight = 0.0   # the addressee loss (whom each chunk's speech is for, at its
+                             #   decision; addressee.py); 0: none
     max_text_tokens = 16     # the daemon's text budget per chunk (schedule default)
     crop = 0.5               # share of examples cut to start mid-conversation
     speech_weight = 1.0      # the speech decoder's loss (with --voice) beside the others
@@ -74,6 +76,7 @@ class TrainConfig:
     call_weight: float = 1.0
     event_weight: float = 1.0
     after_weight: float = 1.0
+    addressee_weight: float = 0.0
     max_text_tokens: int = 16
     crop: float = 0.5
     speech_weight: float = 1.0
@@ -99,7 +102,8 @@ SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
                             "weight_decay", "decision_weight", "turn_weight", "reply_weight",
-                            "call_weight", "event_weight", "after_weight", "max_text_tokens",
+                            "call_weight", "event_weight", "after_weight", "addressee_weight",
+                            "max_text_tokens",
                             "crop", "speech_weight", "speech_grad", "speech_sampling", "ctc_weight",
                             "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
                             "checkpoint_every", "threads")},
@@ -143,6 +147,7 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.call_weight > 0, "train.call_weight must be positive"),
         (cfg.event_weight > 0, "train.event_weight must be positive"),
         (cfg.after_weight > 0, "train.after_weight must be positive"),
+        (cfg.addressee_weight >= 0, "train.addressee_weight must be >= 0"),
         (1 <= cfg.max_text_tokens <= 256, "train.max_text_tokens must be in 1..256"),
         (0.0 <= cfg.crop <= 1.0, "train.crop must be in [0, 1]"),
         (cfg.speech_weight >= 0, "train.speech_weight must be >= 0"),

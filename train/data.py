@@ -23,6 +23,7 @@ from venus.engines.mel import LogMel
 from venus.errors import DeviceError, VenusError
 from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
+from venus.train.addressee import chunk_addressees
 from venus.train.heard import Heard, heard_turns
 from venus.train.layout import Encode, Layout, build_layout
 
@@ -71,6 +72,7 @@ class Example:
     start: int = 0  # the chunk of the trajectory this example starts at
     units: NDArray[np.int64] | None = None  # [chunks, per chunk] speech units, or None
     heard: tuple[Heard, ...] = ()  # the user's turns, in the trajectory's chunks (heard.py)
+    addressed: tuple[int, ...] = ()  # per chunk: whom its speech is for (addressee.py)
 
     @property
     def decisions(self) -> list[str]:
@@ -138,6 +140,7 @@ def cropped(example: Example, start: int, build: Builder) -> Example:
         frame_index=index,
         crops=(),
         start=example.start + start,
+        addressed=example.addressed[start:],
         units=None if example.units is None else example.units[start:],
     )
 
@@ -349,4 +352,5 @@ def _load_example(
                    crops=tuple(crop_starts(chunks, t.get("delegations", ()), turns=t["turns"],
                                            chunk_s=t["chunk_s"])),
                    units=codes,
-                   heard=heard_turns(t["turns"], t["chunk_s"]))  # fmt: skip
+                   heard=heard_turns(t["turns"], t["chunk_s"]),
+                   addressed=chunk_addressees(t["turns"], len(chunks), t["chunk_s"]))  # fmt: skip

@@ -35,6 +35,7 @@ from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
+from venus.train.addressee import AddresseeHead
 from venus.train.augment import MelAugment, augment_seed, augmented
 from venus.train.batch import Batch, Losses, collate, forward_losses
 from venus.train.clip import clip_gradients
@@ -296,14 +297,17 @@ def train(
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
     run = _open(cfg, data, out, write, voice, jobs, init)
-    held = run.validation or run.train[:8]
     model, listen, groups = _model(run, cfg, where, write)
-    forward, measure, line = _objective(run, cfg, model, listen, held, where)
+    addressee = _addressee_head(run, cfg, where, groups)
+    forward, measure, line = _objective(
+        run, cfg, model, listen, run.validation or run.train[:8], where, addressee
+    )
     optim = torch.optim.AdamW([p for g in groups.values() for p in g], lr=cfg.learning_rate,
                               weight_decay=cfg.weight_decay)  # fmt: skip
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
     history = run.work / "history.jsonl"
-    parts = {"model": model, "optim": optim, "sched": sched, "listen": listen}
+    parts = {"model": model, "optim": optim, "sched": sched, "listen": listen,
+             "addressee": addressee}  # fmt: skip
     if run.state is not None:
         step, baseline, metrics = _resume(run.state, parts, history)
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
@@ -353,6 +357,7 @@ def _objective(
     listen: ListenHead | None,
     held: list[Example],
     where: torch.device,
+    addressee: AddresseeHead | None = None,
 ) -> Objective:
     """What a step computes (step -> losses), the validation (-> figures) and its line:
     the whole model's losses, or with ``listen_only`` the listening loss alone on the
@@ -383,11 +388,13 @@ def _objective(
                               cfg.ctc_weight, cfg.reply_weight,
                               call_weight=cfg.call_weight, event_weight=cfg.event_weight,
                               after_weight=cfg.after_weight,
+                              addressee=addressee, addressee_weight=cfg.addressee_weight,
                               speech_sampling=_sampling(step, cfg),
                               generator=_draws(step, cfg, where))  # fmt: skip
 
     measure = partial(evaluate, model, held, control=run.control, size=cfg.batch_size,
-                      speech_ids=run.speech_ids, listen=listen)  # fmt: skip
+                      speech_ids=run.speech_ids, listen=listen,
+                      addressee=addressee)  # fmt: skip
     return whole, measure, validation_line
 
 
@@ -459,6 +466,18 @@ def _model(
         listen.to(device)
         groups["listen"] = list(listen.parameters())
     return model, listen, groups
+
+
+def _addressee_head(
+    run: _Run, cfg: TrainConfig, device: torch.device, groups: dict[str, list[torch.nn.Parameter]]
+) -> AddresseeHead | None:
+    """With ``addressee_weight``, a new addressee head (addressee.py), its parameters put
+    in ``groups`` as trained; else None."""
+    if cfg.addressee_weight == 0 or cfg.listen_only:
+        return None
+    head = AddresseeHead(run.model_cfg.backbone.hidden_size).to(device)
+    groups["addressee"] = list(head.parameters())
+    return head
 
 
 def _resume(

@@ -23,6 +23,8 @@ def step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str,
         record["speech_loss"] = round(float(losses.speech), 5)
     if losses.heard is not None:
         record["ctc_loss"] = round(float(losses.heard.loss.detach()), 5)
+    if losses.addressee is not None:
+        record["addressee_loss"] = round(float(losses.addressee), 5)
     return record
 
 
@@ -34,6 +36,8 @@ def step_line(step: int, steps: int, total: float, losses: Losses, rate: float) 
         parts.append(f"speech {float(losses.speech):.3f}")
     if losses.heard is not None:
         parts.append(f"ctc {float(losses.heard.loss.detach()):.3f}")
+    if losses.addressee is not None:
+        parts.append(f"addressee {float(losses.addressee):.3f}")
     return (
         f"train: step {step}/{steps} loss {total:.3f} ({', '.join(parts)}), "
         f"{rate:.2f} s/step, ETA {rate * (steps - step):.0f} s"
@@ -51,7 +55,8 @@ def plot_history(history: Path, png: Path) -> bool:
     vals = [r for r in rows if "validation" in r]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     for key, label in (("loss", "total"), ("decision_loss", "decision"), ("text_loss", "text"),
-                       ("speech_loss", "speech"), ("ctc_loss", "listening (CTC)")):  # fmt: skip
+                       ("speech_loss", "speech"), ("ctc_loss", "listening (CTC)"),
+                       ("addressee_loss", "addressee")):  # fmt: skip
         have = [r for r in steps if key in r]
         if have:
             a.plot([r["step"] for r in have], [r[key] for r in have], label=label, linewidth=0.8)
@@ -61,7 +66,7 @@ def plot_history(history: Path, png: Path) -> bool:
     for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
                 "hold_accuracy", "after_hold_accuracy", "text_accuracy", "opening_accuracy",
                 "first_token_accuracy", "call_accuracy", "speech_accuracy",
-                "speech_closed_accuracy", "heard_cer"):  # fmt: skip
+                "speech_closed_accuracy", "heard_cer", "addressee_accuracy"):  # fmt: skip
         have = [r for r in vals if key in r["validation"]]
         if have:
             b.plot([r["step"] for r in have], [r["validation"][key] for r in have], marker="o",

@@ -8,11 +8,23 @@ from collections.abc import Sequence
 import torch
 
 from venus.export.model.venus import VenusModel
+from venus.train.addressee import AddresseeHead
 from venus.train.batch import collate, forward_losses
 from venus.train.data import Example
 from venus.train.heard import ListenHead, character_errors
 
 __all__ = ["evaluate", "validation_line"]
+
+# the sums ``evaluate`` keeps: the ``Losses`` count each adds up
+COUNTS = {
+    "d": "decisions", "d_right": "decisions_right", "speak": "speak_targets",
+    "speak_right": "speak_right", "said": "speak_said", "t": "text_tokens",
+    "t_right": "text_right", "o": "opening_tokens", "o_right": "opening_right",
+    "f": "first_tokens", "f_right": "first_right", "c": "choice_tokens",
+    "c_right": "choice_right", "turns": "turns", "turns_right": "turns_right",
+    "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
+    "a": "afters", "a_right": "afters_right", "w": "addressed", "w_right": "addressed_right",
+}  # fmt: skip
 
 
 def evaluate(
@@ -22,6 +34,7 @@ def evaluate(
     size: int,
     speech_ids: tuple[int, int] | None = None,
     listen: ListenHead | None = None,
+    addressee: AddresseeHead | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, the decisions where an overlap event is decided (speaking or
@@ -32,20 +45,18 @@ def evaluate(
     capability: which tool it picked); with ``speech_ids``, the speech
     decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
     units, as in the daemon); with ``listen``, the listening loss and the
-    character error rate of its greedy transcripts of the user's turns."""
+    character error rate of its greedy transcripts of the user's turns; with
+    ``addressee``, how often its head names whom a chunk's speech is for."""
     was = model.training
     device = next(model.parameters()).device
     model.eval()
-    sums = dict.fromkeys(("decision", "text", "d", "d_right", "speak", "speak_right",
-                          "said", "t", "t_right", "speech", "s", "s_right", "turns",
-                          "turns_right", "ctc", "heard", "edits", "chars", "o",
-                          "o_right", "s_closed", "f", "f_right", "c", "c_right", "e",
-                          "e_right", "h", "h_right", "a", "a_right"),
-                         0.0)  # fmt: skip
+    sums = dict.fromkeys(("decision", "text", "speech", "s", "s_right", "ctc", "heard",
+                          "edits", "chars", "s_closed", *COUNTS), 0.0)  # fmt: skip
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids).to(device)
-            losses = forward_losses(model, batch, control, listen=listen, closed_loop=True)
+            losses = forward_losses(model, batch, control, listen=listen, closed_loop=True,
+                                    addressee=addressee)  # fmt: skip
             if losses.heard is not None:
                 sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
                 sums["heard"] += losses.heard.turns
@@ -60,27 +71,8 @@ def evaluate(
                 sums["s_closed"] += losses.speech_closed_right
             sums["decision"] += float(losses.decision) * losses.decisions
             sums["text"] += float(losses.text) * losses.text_tokens
-            sums["d"] += losses.decisions
-            sums["d_right"] += losses.decisions_right
-            sums["speak"] += losses.speak_targets
-            sums["speak_right"] += losses.speak_right
-            sums["said"] += losses.speak_said
-            sums["t"] += losses.text_tokens
-            sums["t_right"] += losses.text_right
-            sums["o"] += losses.opening_tokens
-            sums["o_right"] += losses.opening_right
-            sums["f"] += losses.first_tokens
-            sums["f_right"] += losses.first_right
-            sums["c"] += losses.choice_tokens
-            sums["c_right"] += losses.choice_right
-            sums["turns"] += losses.turns
-            sums["turns_right"] += losses.turns_right
-            sums["e"] += losses.events
-            sums["e_right"] += losses.events_right
-            sums["h"] += losses.holds
-            sums["h_right"] += losses.holds_right
-            sums["a"] += losses.afters
-            sums["a_right"] += losses.afters_right
+            for key, name in COUNTS.items():
+                sums[key] += getattr(losses, name)
     model.train(was)
 
     def ratio(a: float, b: float) -> float:
@@ -94,6 +86,9 @@ def evaluate(
             "heard_cer": ratio(sums["edits"], sums["chars"]),
             "heard_turns": sums["heard"],
         }
+    if addressee is not None:
+        speech["addressee_accuracy"] = ratio(sums["w_right"], sums["w"])
+        speech["addressed"] = sums["w"]
     if speech_ids is not None:
         speech |= {
             "speech_loss": ratio(sums["speech"], sums["s"]),
@@ -135,6 +130,10 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
             speech += f" ({100 * m['speech_closed_accuracy']:.1f}% closed loop)"
     if "heard_cer" in m:
         speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
+    if m.get("addressed"):
+        speech += (
+            f", whom speech is for {100 * m['addressee_accuracy']:.1f}% of {int(m['addressed'])}"
+        )
     what = what or f"train: validation at step {step}"
     calls = ""
     if m.get("calls"):

@@ -35,6 +35,7 @@ from venus.train.config import TrainConfig, TrainConfigError, parse_train_config
         ({"train": {"listen_only": True}}, r"train\.listen_only .*set train\.ctc_weight > 0"),
         ({"train": {"event_weight": 0}}, r"train\.event_weight must be positive"),
         ({"train": {"after_weight": -1}}, r"train\.after_weight must be positive"),
+        ({"train": {"addressee_weight": -0.5}}, r"train\.addressee_weight must be >= 0"),
     ],
 )
 def test_bad_recipes_name_the_key(data: dict[str, object], match: str) -> None:
@@ -157,6 +158,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     after = load_train_config(recipes / "venus-tiny-after.toml")
     assert recipe.after_weight == 1.0 < after.after_weight
     assert dataclasses.replace(after, after_weight=1.0) == recipe
+    # the eighteenth round's: the addressee loss beside the decisions
+    addressee = load_train_config(recipes / "venus-tiny-addressee.toml")
+    assert recipe.addressee_weight == 0.0 < addressee.addressee_weight
+    assert dataclasses.replace(addressee, addressee_weight=0.0) == recipe
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
