@@ -9,7 +9,12 @@ decisions 68%): the words are heard, but the decision does not read them. The de
 loss says so in one chunk per event; this loss says it in every chunk in which someone
 speaks. A linear head (``AddresseeHead``) reads the backbone's hidden state at each
 chunk's decision position and cross-entropy scores the class of the speech heard in that
-chunk (``CLASSES``); chunks in which nobody but the assistant speaks are not scored.
+chunk (``CLASSES``); chunks in which nobody but the assistant speaks are not scored. Nearly
+nine in ten scored chunks are speech to the assistant (the user's questions), and a head
+that always says so is right as often: the classes are weighted by the inverse of their
+share of the training set's chunks (``class_weights``), so that the few chunks of asides
+count as much in all as the many of questions, and validation reports the mean of the
+classes' recalls (chance 25%).
 
 Like the listening head (heard.py) it exists only in training: the checkpoint and the
 engines never see it, so the daemon's computation is unchanged; only what the backbone
@@ -25,7 +30,15 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 from torch import Tensor, nn
 
-__all__ = ["CLASSES", "NONE", "AddresseeHead", "addressee_loss", "chunk_addressees", "flat_labels"]
+__all__ = [
+    "CLASSES",
+    "NONE",
+    "AddresseeHead",
+    "addressee_loss",
+    "balanced_accuracy",
+    "chunk_addressees",
+    "class_weights",
+]
 
 # the class of a turn's role; the assistant's own turns have none
 CLASSES = ("to the assistant", "to someone else", "backchannel", "background")
@@ -39,11 +52,14 @@ NONE = -1  # a chunk nobody but the assistant speaks in
 
 
 class AddresseeHead(nn.Module):
-    """Hidden state at a decision -> logits over ``CLASSES``."""
+    """Hidden state at a decision -> logits over ``CLASSES``; ``weights`` (a buffer: a
+    resumed run keeps its own) weigh the classes in the loss."""
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, weights: Tensor | None = None) -> None:
         super().__init__()
         self.proj = nn.Linear(hidden, len(CLASSES))
+        self.weights: Tensor
+        self.register_buffer("weights", torch.ones(len(CLASSES)) if weights is None else weights)
 
     def forward(self, hidden: Tensor) -> Tensor:
         out: Tensor = self.proj(hidden)
@@ -68,21 +84,38 @@ def chunk_addressees(
     return tuple(cls for _, cls in best)
 
 
-def addressee_loss(head: AddresseeHead, hidden: Tensor, labels: Tensor) -> tuple[Tensor, int, int]:
+def class_weights(per_example: Iterable[tuple[int, ...]]) -> Tensor:
+    """Each class's weight: the scored chunks over (classes x that class's chunks), so that
+    every class counts alike in all; 1 for a class the examples lack."""
+    counts = torch.zeros(len(CLASSES))
+    for labels in per_example:
+        for c in labels:
+            if c != NONE:
+                counts[c] += 1
+    total = float(counts.sum())
+    return torch.where(counts > 0, total / (len(CLASSES) * counts.clamp(min=1)), 1.0)
+
+
+def addressee_loss(
+    head: AddresseeHead, hidden: Tensor, labels: Tensor
+) -> tuple[Tensor, tuple[int, ...], tuple[int, ...]]:
     """Cross-entropy of ``head`` on ``hidden`` [D, H] against ``labels`` [D] (``NONE``
-    not scored); -> (loss, scored, right). The loss is 0 with a gradient path when
-    nothing is scored."""
+    not scored), its classes weighted by ``head.weights``; -> (loss, chunks scored per
+    class, right per class). The loss is 0 with a gradient path when nothing is scored."""
     scored = labels != NONE
+    none = (0,) * len(CLASSES)
     if not bool(scored.any()):
-        return head(hidden[:0]).sum() * 0, 0, 0
+        return head(hidden[:0]).sum() * 0, none, none
     logits = head(hidden[scored])
     target = labels[scored]
-    right = int((logits.argmax(dim=1) == target).sum())
-    return F.cross_entropy(logits, target), int(scored.sum()), right
+    hit = logits.argmax(dim=1) == target
+    per = torch.bincount(target, minlength=len(CLASSES))
+    right = torch.bincount(target[hit], minlength=len(CLASSES))
+    loss = F.cross_entropy(logits, target, weight=head.weights)
+    return loss, tuple(int(x) for x in per), tuple(int(x) for x in right)
 
 
-def flat_labels(per_example: Iterable[tuple[int, ...]], device: torch.device) -> Tensor:
-    """The examples' per-chunk classes in the order of their decision positions (one a
-    chunk, row by row: ``torch.nonzero`` of the batch's decision mask)."""
-    flat = [c for labels in per_example for c in labels]
-    return torch.tensor(flat, dtype=torch.int64, device=device)
+def balanced_accuracy(scored: Iterable[float], right: Iterable[float]) -> float:
+    """The mean of the classes' recalls, over the classes that were scored."""
+    recalls = [r / n for n, r in zip(scored, right, strict=True) if n]
+    return sum(recalls) / len(recalls) if recalls else 0.0

@@ -101,8 +101,8 @@ class Losses:
     speech_closed_right: int = 0  # right with its own units fed back (``closed_loop``)
     heard: HeardResult | None = None  # the listening loss (with a ListenHead)
     addressee: Tensor | None = None  # the addressee loss (with an AddresseeHead)
-    addressed: int = 0  # decisions whose chunk hears speech (scored by it)
-    addressed_right: int = 0
+    addressed: tuple[int, ...] = ()  # per class: decisions whose chunk hears such speech
+    addressed_right: tuple[int, ...] = ()  # per class: of those, named right by the head
 
 
 def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = None) -> Batch:
@@ -313,7 +313,9 @@ def forward_losses(
                            chunk_s=model.cfg.mel_frames_per_chunk / MEL_FRAMES_PER_S)  # fmt: skip
         if heard is not None:
             total = total + ctc_weight * heard.loss
-    a_loss, a_scored, a_right = None, 0, 0
+    a_loss: Tensor | None = None
+    a_scored: tuple[int, ...] = ()
+    a_right: tuple[int, ...] = ()
     if addressee is not None and batch.addressed is not None:
         a_loss, a_scored, a_right = addressee_loss(
             addressee, hidden[d_rows, d_cols], batch.addressed[d_rows, d_cols]

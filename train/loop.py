@@ -35,7 +35,7 @@ from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
-from venus.train.addressee import AddresseeHead
+from venus.train.addressee import AddresseeHead, class_weights
 from venus.train.augment import MelAugment, augment_seed, augmented
 from venus.train.batch import Batch, Losses, collate, forward_losses
 from venus.train.clip import clip_gradients
@@ -475,7 +475,8 @@ def _addressee_head(
     in ``groups`` as trained; else None."""
     if cfg.addressee_weight == 0 or cfg.listen_only:
         return None
-    head = AddresseeHead(run.model_cfg.backbone.hidden_size).to(device)
+    weights = class_weights(e.addressed for e in run.train)
+    head = AddresseeHead(run.model_cfg.backbone.hidden_size, weights).to(device)
     groups["addressee"] = list(head.parameters())
     return head
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from venus.export.model.venus import VenusModel
-from venus.train.addressee import AddresseeHead
+from venus.train.addressee import CLASSES, AddresseeHead, balanced_accuracy
 from venus.train.batch import collate, forward_losses
 from venus.train.data import Example
 from venus.train.heard import ListenHead, character_errors
@@ -23,7 +23,7 @@ COUNTS = {
     "f": "first_tokens", "f_right": "first_right", "c": "choice_tokens",
     "c_right": "choice_right", "turns": "turns", "turns_right": "turns_right",
     "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
-    "a": "afters", "a_right": "afters_right", "w": "addressed", "w_right": "addressed_right",
+    "a": "afters", "a_right": "afters_right",
 }  # fmt: skip
 
 
@@ -52,6 +52,7 @@ def evaluate(
     model.eval()
     sums = dict.fromkeys(("decision", "text", "speech", "s", "s_right", "ctc", "heard",
                           "edits", "chars", "s_closed", *COUNTS), 0.0)  # fmt: skip
+    whom = [[0.0] * len(CLASSES), [0.0] * len(CLASSES)]  # scored, right: per class
     with torch.no_grad():
         for i in range(0, len(examples), size):
             batch = collate(examples[i : i + size], speech_ids).to(device)
@@ -73,6 +74,9 @@ def evaluate(
             sums["text"] += float(losses.text) * losses.text_tokens
             for key, name in COUNTS.items():
                 sums[key] += getattr(losses, name)
+            for k, (n, r) in enumerate(zip(losses.addressed, losses.addressed_right, strict=True)):
+                whom[0][k] += n
+                whom[1][k] += r
     model.train(was)
 
     def ratio(a: float, b: float) -> float:
@@ -87,8 +91,10 @@ def evaluate(
             "heard_turns": sums["heard"],
         }
     if addressee is not None:
-        speech["addressee_accuracy"] = ratio(sums["w_right"], sums["w"])
-        speech["addressed"] = sums["w"]
+        speech["addressee_accuracy"] = balanced_accuracy(whom[0], whom[1])
+        speech["addressed"] = sum(whom[0])
+        speech["aside_recall"] = ratio(whom[1][1], whom[0][1])
+        speech["asides_addressed"] = whom[0][1]
     if speech_ids is not None:
         speech |= {
             "speech_loss": ratio(sums["speech"], sums["s"]),
@@ -132,7 +138,9 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
         speech += f", user speech CER {100 * m['heard_cer']:.1f}%"
     if m.get("addressed"):
         speech += (
-            f", whom speech is for {100 * m['addressee_accuracy']:.1f}% of {int(m['addressed'])}"
+            f", whom speech is for {100 * m['addressee_accuracy']:.1f}% of "
+            f"{int(m['addressed'])} (classes' mean; asides {100 * m['aside_recall']:.1f}% of "
+            f"{int(m['asides_addressed'])})"
         )
     what = what or f"train: validation at step {step}"
     calls = ""

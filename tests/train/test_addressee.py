@@ -22,7 +22,9 @@ from venus.train.addressee import (
     NONE,
     AddresseeHead,
     addressee_loss,
+    balanced_accuracy,
     chunk_addressees,
+    class_weights,
 )
 from venus.train.batch import Batch, collate, embeddings, forward_losses
 from venus.train.data import cropped, load_examples, read_index
@@ -50,6 +52,14 @@ def test_each_chunk_is_labelled_with_the_last_ending_speech_it_hears() -> None:
         TO_ME, TO_ME, TO_ME, ASIDE, BACKGROUND, BACKGROUND, BACKCHANNEL, NONE, ASIDE, NONE,
     )  # fmt: skip
     assert chunk_addressees(turns, 3, 2.0) == (TO_ME, ASIDE, BACKGROUND)  # 2 s chunks
+
+
+def test_the_classes_count_alike_and_are_scored_by_their_mean_recall() -> None:
+    # 6 scored chunks: 3 to the assistant, 2 asides, 1 backchannel, no background
+    weights = class_weights([(TO_ME, NONE, TO_ME, ASIDE), (ASIDE, TO_ME, BACKCHANNEL)])
+    assert weights.tolist() == pytest.approx([6 / 12, 6 / 8, 6 / 4, 1.0])
+    assert balanced_accuracy([3, 2, 1, 0], [3, 1, 0, 0]) == pytest.approx((1 + 0.5 + 0) / 3)
+    assert balanced_accuracy([0, 0, 0, 0], [0, 0, 0, 0]) == 0.0
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +113,9 @@ def test_the_loss_is_the_heads_cross_entropy_at_the_decisions_and_it_learns(
     examples = load_examples(duplex_set, read_index(duplex_set), byte_builder(),
                              image_size=CFG.vision.image_size)  # fmt: skip
     batch = collate(examples)
-    model, head = _model(), AddresseeHead(CFG.backbone.hidden_size)
+    weights = class_weights(e.addressed for e in examples)
+    assert float(weights.max()) > 1.0 > float(weights[TO_ME])  # questions are many
+    model, head = _model(), AddresseeHead(CFG.backbone.hidden_size, weights)
     with torch.no_grad():
         plain = forward_losses(model, batch, CONTROL)
         with_it = forward_losses(model, batch, CONTROL, addressee=head, addressee_weight=2.0)
@@ -111,15 +123,19 @@ def test_the_loss_is_the_heads_cross_entropy_at_the_decisions_and_it_learns(
         assert batch.addressed is not None
         scored = batch.decision & (batch.addressed != NONE)
         logits = head(hidden[scored])
-        by_hand = F.cross_entropy(logits, batch.addressed[scored])
-    assert plain.addressee is None and plain.addressed == 0
+        target = batch.addressed[scored]
+        each = F.cross_entropy(logits, target, reduction="none")
+        by_hand = (each * weights[target]).sum() / weights[target].sum()
+    assert plain.addressee is None
     assert with_it.addressee is not None
     assert float(with_it.addressee) == pytest.approx(float(by_hand), rel=1e-5)
     assert float(with_it.total) == pytest.approx(float(plain.total) + 2.0 * float(by_hand),
                                                  rel=1e-5)  # fmt: skip
-    assert with_it.addressed == int(scored.sum()) > 0
-    right = logits.argmax(dim=1) == batch.addressed[scored]
-    assert with_it.addressed_right == int(right.sum())
+    assert plain.addressed == () and sum(with_it.addressed) == int(scored.sum()) > 0
+    right = logits.argmax(dim=1) == target
+    for k in range(len(CLASSES)):
+        assert with_it.addressed[k] == int((target == k).sum())
+        assert with_it.addressed_right[k] == int((right & (target == k)).sum())
     # trained on it alone, the backbone and the head learn to say whom the speech is for
     params = [*model.backbone.parameters(), *model.audio_encoder.parameters(),
               *head.parameters()]  # fmt: skip
@@ -132,7 +148,9 @@ def test_the_loss_is_the_heads_cross_entropy_at_the_decisions_and_it_learns(
     with torch.no_grad():
         after = forward_losses(model, batch, CONTROL, addressee=head, addressee_weight=1.0)
     assert after.addressee is not None and float(after.addressee) < 0.5 * first
-    assert after.addressed_right > with_it.addressed_right
+    assert balanced_accuracy(after.addressed, after.addressed_right) > balanced_accuracy(
+        with_it.addressed, with_it.addressed_right
+    )
 
 
 def _hidden(model: VenusModel, batch: Batch) -> torch.Tensor:
@@ -169,11 +187,13 @@ def test_a_run_with_it_reports_it_and_exports_without_the_head(
     assert "whom speech is for" in line
     metrics = json.loads((out / "train" / "metrics.json").read_text())["validation"]
     assert metrics["addressed"] > 0 and 0 <= metrics["addressee_accuracy"] <= 1
+    assert 0 <= metrics["aside_recall"] <= 1
     history = (out / "train" / "history.jsonl").read_text().splitlines()
     steps = [json.loads(x) for x in history if '"loss"' in x]
     assert len(steps) == 2 and all(r["addressee_loss"] > 0 for r in steps)
     state = torch.load(out / "train" / "state.pt", weights_only=False)
-    assert set(state["addressee"]) == {"proj.weight", "proj.bias"}
+    assert set(state["addressee"]) == {"proj.weight", "proj.bias", "weights"}
+    assert float(state["addressee"]["weights"].max()) > 1.0  # weighted by the training split
     # the checkpoint is the model's alone (the head is training's)
     plain = tmp_path / "plain"
     train(dataclasses.replace(cfg, addressee_weight=0.0), duplex_set, plain, lambda _l: None)
