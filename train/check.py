@@ -26,7 +26,9 @@ from typing import Any
 import torch
 
 from venus.export.checkpoint import load_model
+from venus.export.model.config import ModelConfig
 from venus.export.model.venus import VenusModel
+from venus.train.addressee import AddresseeHead
 from venus.train.config import TrainConfig, TrainConfigError, load_train_config
 from venus.train.data import load_examples, model_layout, read_index
 from venus.train.heard import ListenHead
@@ -46,11 +48,14 @@ def validate(
     jobs: int = 1,
     batch_size: int = 8,
     by_category: bool = False,
+    by_event: bool = False,
 ) -> dict[str, Any]:
     """The validation figures (``evaluate``) of ``checkpoint`` over every sample of
     ``data``; with ``voice`` (the one it was trained with) the speech decoder's too; with
     ``by_category`` also each category's apart (``by_category``: name -> figures), since
-    the categories ask different things (docs/training-log.md, seventh round)."""
+    the categories ask different things (docs/training-log.md, seventh round); with
+    ``by_event`` also each overlap event's outcome, counted by what it is (``by_event``:
+    group -> counts; by_event.py)."""
     tok_path = checkpoint / "tokenizer.json"
     if not (checkpoint / "config.json").is_file() or not tok_path.is_file():
         raise TrainConfigError(
@@ -91,10 +96,10 @@ def validate(
     speech_ids = None
     if codebook is not None:
         speech_ids = (model_cfg.speech.start_token, model_cfg.speech.end_token)
-    listen = _listen_head(checkpoint, model_cfg.audio.d_model, write)
+    listen, addressee = _heads(checkpoint, model_cfg, write)
     write(f"validate: {len(examples)} samples teacher-forced")
     measure = partial(evaluate, model, control=control, size=batch_size,
-                      speech_ids=speech_ids, listen=listen)  # fmt: skip
+                      speech_ids=speech_ids, listen=listen, addressee=addressee)  # fmt: skip
     with torch.no_grad():
         figures: dict[str, Any] = measure(examples)
         if by_category:
@@ -104,6 +109,12 @@ def validate(
                     "samples": sum(e.category == name for e in examples)}
                 for name in names
             }  # fmt: skip
+        if by_event:
+            from venus.train.by_event import by_event as count_events
+            from venus.train.data import trajectory
+
+            trajectories = {r["sample_id"]: trajectory(data, r["sample_id"]) for r in records}
+            figures["by_event"] = count_events(model, examples, trajectories, control)
     return figures
 
 
@@ -129,31 +140,39 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
         )
 
 
-def _listen_head(checkpoint: Path, d_model: int, write: Callable[[str], None]) -> ListenHead | None:
-    """The run's listening head from ``CKPT/train/state.pt``, when it has one and it is
-    of the step the checkpoint holds (a later state is not this checkpoint's)."""
+def _heads(
+    checkpoint: Path, model_cfg: ModelConfig, write: Callable[[str], None]
+) -> tuple[ListenHead | None, AddresseeHead | None]:
+    """The run's training-only heads from ``CKPT/train/state.pt``, when it has them and
+    it is of the step the checkpoint holds (a later state is not this checkpoint's): the
+    listening head (``train.ctc_weight``) and the addressee head (``addressee_weight``)."""
     path = checkpoint / "train" / "state.pt"
     metrics = checkpoint / "train" / "metrics.json"
     if not path.is_file():
         write("validate: no train/state.pt beside the checkpoint: no listening figures")
-        return None
+        return None, None
     # a pickle, as `venus train` resumes from: validate only checkpoints you trust
     state = torch.load(path, map_location="cpu", weights_only=False)
-    if state.get("listen") is None:
-        write(
-            "validate: no listening head in train/state.pt (train.ctc_weight 0, or an "
-            "older run): no listening figures"
-        )
-        return None
     if metrics.is_file():
         step = _read_json(metrics).get("step")
         if step is not None and step != state.get("step"):
             write(f"validate: train/state.pt is of step {state.get('step')}, the checkpoint "
                   f"of step {step}: no listening figures")  # fmt: skip
-            return None
-    head = ListenHead(d_model)
-    head.load_state_dict(state["listen"])
-    return head
+            return None, None
+    listen = None
+    if state.get("listen") is None:
+        write(
+            "validate: no listening head in train/state.pt (train.ctc_weight 0, or an "
+            "older run): no listening figures"
+        )
+    else:
+        listen = ListenHead(model_cfg.audio.d_model)
+        listen.load_state_dict(state["listen"])
+    addressee = None
+    if state.get("addressee") is not None:
+        addressee = AddresseeHead(model_cfg.backbone.hidden_size)
+        addressee.load_state_dict(state["addressee"])
+    return listen, addressee
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -52,7 +52,8 @@ VALIDATE_EPILOG = """\
 examples:
   venus validate venus-tiny --data heldout
   venus validate venus-tiny --data heldout --voice voice --jobs 0 --json heldout.json
-  venus validate venus-tiny --data heldout --by-category"""
+  venus validate venus-tiny --data heldout --by-category
+  venus validate venus-tiny --data heldout --by-event   # each overlap event, by kind"""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -97,6 +98,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     check.add_argument("--by-category", action="store_true", help="also each category of "
                        "sample apart (delegation, offline_understanding, ...): they ask "
                        "different things")  # fmt: skip
+    check.add_argument("--by-event", action="store_true", help="also each overlap event, "
+                       "counted by what it is (a backchannel, an aside while speaking or "
+                       "waiting, background speech, an interruption by intent): held "
+                       "through, stopped for or kept listening as the data does")  # fmt: skip
     check.set_defaults(run=_validate)
 
 
@@ -163,10 +168,17 @@ def _validate(args: argparse.Namespace) -> int:
         raise VenusError(f"--jobs {args.jobs}: use 0 (one per CPU) or more")
     validate = torch_entry("venus.train.check", "validate")
     m = validate(args.checkpoint, args.data, write_line, voice=args.voice,
-                 jobs=args.jobs or os.cpu_count() or 1, by_category=args.by_category)  # fmt: skip
+                 jobs=args.jobs or os.cpu_count() or 1, by_category=args.by_category,
+                 by_event=args.by_event)  # fmt: skip
     if args.json is not None:
         args.json.write_text(json.dumps(m, indent=2) + "\n", "utf-8")
     print(validation_line(0, m, f"{args.checkpoint} on {args.data}"))  # noqa: T201
     for name, figures in m.get("by_category", {}).items():
         print(validation_line(0, figures, f"  {name} ({figures['samples']} samples)"))  # noqa: T201
+    if "by_event" in m:
+        from venus.train.by_event import event_lines
+
+        print("overlap events, teacher-forced:")  # noqa: T201
+        for line in event_lines(m["by_event"]):
+            print(f"  {line}")  # noqa: T201
     return 0

@@ -194,6 +194,12 @@ def test_a_run_with_it_reports_it_and_exports_without_the_head(
     state = torch.load(out / "train" / "state.pt", weights_only=False)
     assert set(state["addressee"]) == {"proj.weight", "proj.bias", "weights"}
     assert float(state["addressee"]["weights"].max()) > 1.0  # weighted by the training split
+    # `venus validate` takes the head from the run's state beside the checkpoint
+    from venus.train.check import validate
+
+    figures = validate(out, duplex_set, lambda _l: None)
+    assert figures["addressed"] > metrics["addressed"]  # every sample, not the split
+    assert 0 <= figures["addressee_accuracy"] <= 1 and "aside_recall" in figures
     # the checkpoint is the model's alone (the head is training's)
     plain = tmp_path / "plain"
     train(dataclasses.replace(cfg, addressee_weight=0.0), duplex_set, plain, lambda _l: None)
