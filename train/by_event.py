@@ -51,10 +51,10 @@ class EventOutcome:
 def speaks(model: VenusModel, example: Example, control: Sequence[int]) -> list[bool]:
     """Per chunk of ``example``, teacher-forced: whether the model's greedy decision speaks."""
     batch = collate([example])
-    emb = embeddings(model, batch)
     n = batch.ids.shape[1]
     empty = model.backbone.new_cache(1)
     with torch.no_grad():
+        emb = embeddings(model, batch)
         logits = model.backbone(emb, batch.mask, torch.arange(n)[None], empty.keys,
                                 empty.values)[0][0]  # fmt: skip
     at = batch.decision[0].nonzero()[:, 0]
