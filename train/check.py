@@ -123,7 +123,7 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     run's ``train/metrics.json`` records them): another voice's units are other codes.
     Without that record (a checkpoint copied out, an older run) the caller checks only
     the codebook's size."""
-    from venus.train.loop import units_sha
+    from venus.train.voice import units_sha
 
     metrics = checkpoint / "train" / "metrics.json"
     if not metrics.is_file():

@@ -15,7 +15,6 @@ them; it is kept in ``state.pt`` only, never in the checkpoint.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -57,7 +56,13 @@ from venus.train.runlog import append, same_recipe, save_state, truncate_history
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
-from venus.train.voice import UNITS_FILE, Voice, load_voice, load_voice_weights
+from venus.train.voice import (
+    Voice,
+    load_voice,
+    load_voice_weights,
+    units_sha,
+    voice_identity,
+)
 from venus.train.warm import (
     init_identity,
     init_record,
@@ -297,8 +302,7 @@ def train(
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
     run = _open(cfg, data, out, write, voice, jobs, init)
-    model, listen, groups = _model(run, cfg, where, write)
-    addressee = _addressee_head(run, cfg, where, groups)
+    model, listen, addressee, groups = _model(run, cfg, where, write)
     forward, measure, line = _objective(
         run, cfg, model, listen, run.validation or run.train[:8], where, addressee
     )
@@ -425,24 +429,15 @@ def _write_checkpoint(
     (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
-def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
-    """What a resumed run must find again: the voice's place, its step and its codebook
-    (a voice trained further, or its codes fitted again, is another voice)."""
-    if path is None or voice is None:
-        return None
-    return f"{path.resolve()} (step {voice.step}, units {units_sha(path)})"
-
-
-def units_sha(path: Path) -> str:
-    """The first 16 hex digits of the sha256 of the voice ``path``'s codebook file."""
-    return hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]
-
-
 def _model(
     run: _Run, cfg: TrainConfig, device: torch.device, write: Callable[[str], None]
-) -> tuple[VenusModel, ListenHead | None, dict[str, list[torch.nn.Parameter]]]:
+) -> tuple[
+    VenusModel, ListenHead | None, AddresseeHead | None, dict[str, list[torch.nn.Parameter]]
+]:
     """The initial model (with the voice's flow decoder and vocoder) on ``device``, the
-    listening head (with ``ctc_weight``) and what is trained, by component."""
+    training-only heads (the listening head with ``ctc_weight``; the addressee head with
+    ``addressee_weight``, its classes weighted by the training split) and what is
+    trained, by component."""
     model = VenusModel(run.model_cfg)
     init_model(model, cfg.seed)
     if run.voice_dir is not None:
@@ -465,20 +460,12 @@ def _model(
             write(f"train: the listening head {'from' if took else 'afresh, none in'} {run.init}")
         listen.to(device)
         groups["listen"] = list(listen.parameters())
-    return model, listen, groups
-
-
-def _addressee_head(
-    run: _Run, cfg: TrainConfig, device: torch.device, groups: dict[str, list[torch.nn.Parameter]]
-) -> AddresseeHead | None:
-    """With ``addressee_weight``, a new addressee head (addressee.py), its parameters put
-    in ``groups`` as trained; else None."""
-    if cfg.addressee_weight == 0 or cfg.listen_only:
-        return None
-    weights = class_weights(e.addressed for e in run.train)
-    head = AddresseeHead(run.model_cfg.backbone.hidden_size, weights).to(device)
-    groups["addressee"] = list(head.parameters())
-    return head
+    addressee = None
+    if cfg.addressee_weight > 0 and not cfg.listen_only:
+        weights = class_weights(e.addressed for e in run.train)
+        addressee = AddresseeHead(run.model_cfg.backbone.hidden_size, weights).to(device)
+        groups["addressee"] = list(addressee.parameters())
+    return model, listen, addressee, groups
 
 
 def _resume(

@@ -27,6 +27,7 @@ vocoder's configs, the step, the latest measurement), ``flow_decoder.safetensors
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -77,8 +78,8 @@ from venus.train.speech_units import (
 __all__ = [
     "FLOW_FILE", "UNITS_FILE", "VOCODER_FILE", "VOICE_JSON", "Reply", "Voice", "Window",
     "encoder_batch", "flow_losses", "load_replies", "load_voice", "load_voice_weights", "log_mel",
-    "mrstft_loss", "reference_text", "save_units", "save_voice", "speak", "vocode",
-    "vocoder_losses",
+    "mrstft_loss", "reference_text", "save_units", "save_voice", "speak", "units_sha",
+    "vocode", "vocoder_losses", "voice_identity",
 ]  # fmt: skip
 
 FORMAT: Final = "venus-voice"
@@ -454,3 +455,16 @@ def speak(
         if mels[-1].shape[-1]:
             pcm.append(vocoder.step(mels[-1], voice))
     return torch.cat(mels, dim=-1)[0], torch.cat(pcm, dim=-1)[0]
+
+
+def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
+    """What a resumed run must find again: the voice's place, its step and its codebook
+    (a voice trained further, or its codes fitted again, is another voice)."""
+    if path is None or voice is None:
+        return None
+    return f"{path.resolve()} (step {voice.step}, units {units_sha(path)})"
+
+
+def units_sha(path: Path) -> str:
+    """The first 16 hex digits of the sha256 of the voice ``path``'s codebook file."""
+    return hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]

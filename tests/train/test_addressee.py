@@ -62,22 +62,6 @@ def test_the_classes_count_alike_and_are_scored_by_their_mean_recall() -> None:
     assert balanced_accuracy([0, 0, 0, 0], [0, 0, 0, 0]) == 0.0
 
 
-@pytest.fixture(scope="module")
-def duplex_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three 20-25 s proactive-duplex samples (seed 2): overlap events over replies."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    mix = dict.fromkeys(("offline_understanding", "proactive_duplex", "delegation"), 0.0)
-    out = tmp_path_factory.mktemp("addressee") / "set"
-    run(parse_config({
-        "samples": 3, "duration": {"min_s": 20.0, "max_s": 25.0},
-        "mix": {"category": mix | {"proactive_duplex": 1.0}},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    }), out, seed=2)  # fmt: skip
-    return out
-
-
 def test_the_labels_sit_at_the_decisions_of_their_chunks_whole_and_cropped(
     duplex_set: Path,
 ) -> None:

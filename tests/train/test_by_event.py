@@ -75,22 +75,6 @@ def test_what_is_not_checked_is_left_out() -> None:
                      "interruption: stop: stopped in 1 of 2"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def duplex_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four 20-25 s proactive-duplex samples (seed 3)."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    mix = dict.fromkeys(("offline_understanding", "proactive_duplex", "delegation"), 0.0)
-    out = tmp_path_factory.mktemp("by_event") / "set"
-    run(parse_config({
-        "samples": 4, "duration": {"min_s": 20.0, "max_s": 25.0},
-        "mix": {"category": mix | {"proactive_duplex": 1.0}},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    }), out, seed=3)  # fmt: skip
-    return out
-
-
 def test_validate_by_event_counts_every_event_of_the_set(
     duplex_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

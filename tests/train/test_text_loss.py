@@ -104,11 +104,11 @@ def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: P
     assert plain.choice_right == int(right.sum())
 
 
-def test_an_overlap_events_decision_counts_at_least_event_weight_times(tmp_path: Path) -> None:
+def test_an_overlap_events_decision_counts_at_least_event_weight_times(duplex_set: Path) -> None:
     """``event_weight`` raises the weight of the decisions an overlap event is decided in
     (layout.py ``event``) to at least itself, the yields (already ``turn_weight``) and
     the holds alike, and the losses count how often those were decided as the data's."""
-    model, batch = _model(), _batch(_one_category(tmp_path, "proactive_duplex", 3, 20.0))
+    model, batch = _model(), _batch(duplex_set)
     assert not bool((batch.event & ~batch.decision).any())
     holds, yields = batch.event & ~batch.turn, batch.event & batch.turn
     assert int(holds.sum()) > 0 and int(yields.sum()) > 0
