@@ -140,13 +140,20 @@ def test_played_position_matches_when_the_click_is_heard(speaker: Speaker) -> No
     """The report says a click has played when it reaches the monitor, to a quarter buffer.
 
     A report that ignored the device buffer (callback time instead of DAC time) is 30 ms
-    early here and fails; the design promise is one buffer (40 ms).
+    early here and fails; the design promise is one buffer (40 ms). A trial in which the
+    speaker ran dry (a loaded machine starves the audio thread; CI once saw an ALSA underrun
+    and a click 10.1 ms off) played at another time than its report, so it is measured
+    again: three clean trials, in at most six.
     """
+    clean = 0
     with Microphone(chunk_s=0.1) as mic, Recorder(mic) as rec:
-        for trial in range(3):
+        for trial in range(6):
+            if clean == 3:
+                break
             clip = np.zeros(SOURCE_RATE // 2, np.float32)
             at = SOURCE_RATE // 4 + 997 * trial
             clip[at : at + 48] = 0.8  # a 2 ms click
+            before = speaker.underflows
             click = speaker.play(clip) - clip.size + at
             reports: list[tuple[float, int]] = []
             deadline = time.monotonic() + WAIT_S
@@ -158,7 +165,11 @@ def test_played_position_matches_when_the_click_is_heard(speaker: Speaker) -> No
             reported_at = next(at_s for at_s, played in reports if played > click)
             heard, times = rec.audio(reports[0][0], reports[-1][0] + 0.2)
             heard_at = float(times[np.argmax(np.abs(heard) > 0.2)])
+            if speaker.underflows != before:
+                continue
+            clean += 1
             assert abs(reported_at - heard_at) < BUFFER_MS / 4000, (trial, reported_at - heard_at)
+    assert clean == 3, f"the speaker ran dry in {6 - clean} of 6 trials"
 
 
 CAPTURE_SLACK_S = 0.005
