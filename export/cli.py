@@ -38,7 +38,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         dest="model_config",
         required=True,
         metavar="PRESET_OR_JSON",
-        help="a preset (tiny, tiny-audio, small, small-audio, venus-9b, venus-9b-audio) "
+        help="a preset (tiny, tiny-audio, tiny-wide, tiny-wide-audio, small, small-audio, "
+        "venus-9b, venus-9b-audio) "
         "or a config.json",
     )
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

@@ -2,7 +2,7 @@
 key or a bad value is an error naming it.
 
     [model]
-    preset = "tiny"          # a preset of `venus init` (tiny, tiny-audio, small, small-audio)
+    preset = "tiny"          # tiny, tiny-audio, tiny-wide(-audio), small, small-audio
     seed = 0                 # the initial weights, the split, the batch order
 
     [data]
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from venus.errors import VenusError
+from venus.export.model.config import TRAINABLE_PRESETS
 from venus.train.clip import CLIP_MODES
 from venus.train.runlog import read_recipe
 
@@ -108,7 +109,7 @@ SECTION_OF = {
                             "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
                             "checkpoint_every", "threads")},
 }  # fmt: skip
-PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
+PRESETS = TRAINABLE_PRESETS
 
 
 def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainConfig:

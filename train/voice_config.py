@@ -57,12 +57,18 @@ from pathlib import Path
 from typing import Any
 
 from venus.errors import VenusError
-from venus.export.model.config import VOCODER_KINDS, VOCODER_SOURCES, VocoderKind, VocoderSource
+from venus.export.model.config import (
+    TRAINABLE_PRESETS,
+    VOCODER_KINDS,
+    VOCODER_SOURCES,
+    VocoderKind,
+    VocoderSource,
+)
 from venus.train.runlog import read_recipe
 
 __all__ = ["VoiceConfig", "VoiceConfigError", "load_voice_config", "parse_voice_config"]
 
-PRESETS = ("tiny", "tiny-audio", "small", "small-audio")
+PRESETS = TRAINABLE_PRESETS
 SOURCES = VOCODER_SOURCES  # VocoderConfig.source
 KINDS = VOCODER_KINDS  # VocoderConfig.kind
 

@@ -5,6 +5,14 @@ The trained components (``loop.TRAINED``, with a voice the speech decoder too) a
 copied from ``CKPT``; the rest (the voice's flow decoder and vocoder) come as usual. The
 token ids must mean the same, so the run takes ``CKPT/tokenizer.json`` rather than
 training one on its data. Shapes must match: the recipe's preset must be ``CKPT``'s.
+
+A listening stage (a ``CKPT`` whose recipe has ``train.listen_only``) trained only what
+its loss reaches: the audio encoder up to its frames, before the projector into the
+backbone (``encode_chunk_frames``). Only that is taken from it; the projector and the
+other components start from the recipe's own seeded init, which is what the stage saved
+when its preset and seed are the recipe's (``init_component`` seeds each component by
+its name). So one listening stage serves every preset with its audio encoder: tiny's
+serves ``tiny-wide``, whose projector is wider.
 """
 
 from __future__ import annotations
@@ -23,7 +31,14 @@ from venus.export.model.venus import VenusModel
 from venus.train.config import TrainConfigError
 from venus.train.heard import ListenHead
 
-__all__ = ["init_identity", "init_record", "take_listen_head", "take_tokenizer", "warm_start"]
+__all__ = [
+    "init_identity",
+    "init_record",
+    "listened_only",
+    "take_listen_head",
+    "take_tokenizer",
+    "warm_start",
+]
 
 
 def init_identity(init: Path | None) -> str | None:
@@ -59,9 +74,12 @@ def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
     except (VenusError, OSError) as e:
         raise TrainConfigError(f"--init {init}: cannot be read ({e})") from None
     theirs = source.state_dict()
+    heard_only = listened_only(init)
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if name.split(".")[0] not in trained:
+                continue
+            if heard_only and (not name.startswith(LISTENED) or name.startswith(PROJECTOR)):
                 continue
             other = theirs.get(name)
             if other is None or other.shape != tensor.shape:
@@ -71,6 +89,16 @@ def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
                     "this recipe's model; start from a checkpoint of the recipe's preset"
                 )
             tensor.copy_(other)
+
+
+LISTENED = "audio_encoder."  # what a listening stage trains: the audio encoder,
+PROJECTOR = "audio_encoder.projector."  # but not its projector into the backbone
+
+
+def listened_only(init: Path) -> bool:
+    """Whether ``init`` is a listening stage: its recipe says ``train.listen_only``."""
+    recipe = init_record(init)["recipe"] or {}
+    return bool(recipe.get("train", {}).get("listen_only", False))
 
 
 def take_listen_head(init: Path, head: ListenHead) -> bool:

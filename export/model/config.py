@@ -320,6 +320,18 @@ def _small(frontend: Literal["omni", "audio"]) -> ModelConfig:
     )
 
 
+def _tiny_wide(frontend: Literal["omni", "audio"]) -> ModelConfig:
+    """The tiny model with small's backbone (96 wide, 3 layers) and tiny's audio encoder:
+    a listening stage trained for tiny serves it (``train/warm.py``), and what it adds over
+    tiny is the room to decide from what was heard (docs/training-log.md, nineteenth round)."""
+    base = _tiny(frontend)
+    return replace(
+        base,
+        name="tiny-wide" if frontend == "omni" else "tiny-wide-audio",
+        backbone=_small(frontend).backbone,
+    )
+
+
 def _venus_9b(frontend: Literal["omni", "audio"]) -> ModelConfig:
     return ModelConfig(
         name="venus-9b" if frontend == "omni" else "venus-9b-audio",
@@ -331,11 +343,16 @@ def _venus_9b(frontend: Literal["omni", "audio"]) -> ModelConfig:
 PRESETS = {
     "tiny": lambda: _tiny("omni"),
     "tiny-audio": lambda: _tiny("audio"),
+    "tiny-wide": lambda: _tiny_wide("omni"),
+    "tiny-wide-audio": lambda: _tiny_wide("audio"),
     "small": lambda: _small("omni"),
     "small-audio": lambda: _small("audio"),
     "venus-9b": lambda: _venus_9b("omni"),
     "venus-9b-audio": lambda: _venus_9b("audio"),
 }
+
+# The presets `venus train` and `venus train-voice` take: those a CPU can train.
+TRAINABLE_PRESETS = ("tiny", "tiny-audio", "tiny-wide", "tiny-wide-audio", "small", "small-audio")
 
 _ADAPTER: TypeAdapter[ModelConfig] = TypeAdapter(ModelConfig)
 _VOCODER: TypeAdapter[VocoderConfig] = TypeAdapter(VocoderConfig)

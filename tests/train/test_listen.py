@@ -12,7 +12,7 @@ import pytest
 import torch
 from support.states import assert_same_states
 
-from venus.train.config import TrainConfig
+from venus.train.config import TrainConfig, TrainConfigError
 
 
 def quick(steps: int, **kw: object) -> TrainConfig:
@@ -93,7 +93,6 @@ def test_the_full_recipe_starts_from_the_listen_only_encoder_and_head(
     small_set: Path, tmp_path: Path
 ) -> None:
     from venus.export.checkpoint import load_model
-    from venus.train.config import TrainConfigError
     from venus.train.loop import train
     from venus.train.warm import take_listen_head
 
@@ -176,3 +175,47 @@ def test_listen_only_augments_each_turn_with_the_steps_draws() -> None:
     plain = loss(MelAugment(), 0)
     assert loss(augment, 0) == loss(augment, 0)  # the step's draws, again on a resume
     assert loss(augment, 0) != plain and loss(augment, 1) != loss(augment, 0)
+
+
+def test_a_listening_stage_gives_its_encoder_to_a_wider_backbone_and_tiny_the_same(
+    small_set: Path, tmp_path: Path
+) -> None:
+    """From a listening stage only the audio encoder below its projector is taken (what the
+    listening loss reaches): tiny-wide (small's backbone, a wider projector) starts from
+    tiny's stage, and tiny starts from every weight the stage saved, as when
+    all were copied (the shipped recipe's start is unchanged)."""
+    from venus.export.checkpoint import load_model
+    from venus.export.model.config import PRESETS
+    from venus.export.model.init import init_model
+    from venus.export.model.venus import VenusModel
+    from venus.train.loop import TRAINED, train
+    from venus.train.warm import listened_only, warm_start
+
+    train(quick(2, listen_only=True), small_set, tmp_path / "listen", lambda _l: None)
+    train(quick(2), small_set, tmp_path / "whole", lambda _l: None)
+    assert listened_only(tmp_path / "listen") and not listened_only(tmp_path / "whole")
+    stage = load_model(tmp_path / "listen").state_dict()
+
+    wide = VenusModel(PRESETS["tiny-wide"]())
+    init_model(wide, 0)
+    fresh = {k: v.clone() for k, v in wide.state_dict().items()}
+    warm_start(wide, tmp_path / "listen", TRAINED)
+    for k, v in wide.state_dict().items():
+        heard = k.startswith("audio_encoder.") and not k.startswith("audio_encoder.projector.")
+        want = stage[k] if heard else fresh[k]
+        assert torch.equal(v, want), k
+    assert (
+        wide.backbone.cfg.hidden_size
+        == 96
+        != load_model(tmp_path / "listen").cfg.backbone.hidden_size
+    )
+
+    tiny = VenusModel(PRESETS["tiny"]())
+    init_model(tiny, 0)
+    warm_start(tiny, tmp_path / "listen", TRAINED)
+    mine = tiny.state_dict()
+    assert all(torch.equal(mine[k], stage[k]) for k in mine)
+    # A whole run's checkpoint still gives every trained component; its backbone does not
+    # fit tiny-wide's (nor its projector), and that is an error naming it.
+    with pytest.raises(TrainConfigError, match=r"--init .*whole: \S+ is \(.*\) there and"):
+        warm_start(VenusModel(PRESETS["tiny-wide"]()), tmp_path / "whole", TRAINED)
