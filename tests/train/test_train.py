@@ -162,6 +162,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     addressee = load_train_config(recipes / "venus-tiny-addressee.toml")
     assert recipe.addressee_weight == 0.0 < addressee.addressee_weight
     assert dataclasses.replace(addressee, addressee_weight=0.0) == recipe
+    # the nineteenth round's: the same recipe on a wider backbone (tiny's ears)
+    wide = load_train_config(recipes / "venus-tiny-wide.toml")
+    assert (recipe.preset, wide.preset) == ("tiny", "tiny-wide")
+    assert dataclasses.replace(wide, preset="tiny") == recipe
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
