@@ -37,7 +37,7 @@ def one_thread() -> Iterator[None]:
         ({"flow": {"window_s": 2.5}}, r"flow\.window_s must be a whole number"),
         ({"flow": {"d_model": 30}}, r"flow\.d_model must be a positive multiple of flow\.heads"),
         ({"units": {"k": 7000}}, r"units\.k must be in \[2, 6561\]"),
-        ({"train": {"preset": "venus-9b"}}, r"train\.preset must be one of tiny, tiny-audio, tiny-wide, "),
+        ({"train": {"preset": "venus-9b"}}, r"preset must be one of tiny, tiny-audio, tiny-wide"),
         ({"flow": {"steps": 0}, "vocoder": {"steps": 0}}, r"flow\.steps or vocoder\.steps"),
         (
             {"vocoder": {"source": "noise"}},
