@@ -41,6 +41,10 @@ __all__ = [
 ]
 
 
+LISTENED = "audio_encoder."  # what a listening stage trains: the audio encoder,
+PROJECTOR = "audio_encoder.projector."  # but not its projector into the backbone
+
+
 def init_identity(init: Path | None) -> str | None:
     """What a resumed run must find again (None: no ``--init``)."""
     return None if init is None else str(init.resolve())
@@ -89,10 +93,6 @@ def warm_start(model: VenusModel, init: Path, trained: Collection[str]) -> None:
                     "this recipe's model; start from a checkpoint of the recipe's preset"
                 )
             tensor.copy_(other)
-
-
-LISTENED = "audio_encoder."  # what a listening stage trains: the audio encoder,
-PROJECTOR = "audio_encoder.projector."  # but not its projector into the backbone
 
 
 def listened_only(init: Path) -> bool:
