@@ -137,7 +137,8 @@ def _train(args: argparse.Namespace) -> int:
         cfg, args.data, args.out, write_line,
         voice=args.voice, device=args.device, jobs=jobs, init=args.init,
     )  # fmt: skip
-    print(f"{result.steps} steps; validation {_figures(result.metrics)}: {args.out}")  # noqa: T201
+    which = f" (the checkpoint is step {result.kept}'s)" if 0 < result.kept < result.steps else ""
+    print(f"{result.steps} steps{which}; validation {_figures(result.metrics)}: {args.out}")  # noqa: T201
     return 0
 
 

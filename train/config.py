@@ -39,6 +39,9 @@ key or a bad value is an error naming it.
     mel_gain_db = 0.0        #   loudness +- dB,
     mel_freq_masks = 0       #   frequency bands masked per example
     checkpoint_every = 200   # steps between resumable states (and a validation pass)
+    keep = "last"            # which validated step the exportable checkpoint holds: "last",
+                             #   or "balanced_events": the best on overlap events, holds and
+                             #   the rest apiece (validation.py; state.pt is the last still)
     threads = 0              # torch threads (0: one per CPU)
 """
 
@@ -90,6 +93,7 @@ class TrainConfig:
     mel_gain_db: float = 0.0
     mel_freq_masks: int = 0
     checkpoint_every: int = 200
+    keep: str = "last"
     threads: int = 0
 
     def to_toml_dict(self) -> dict[str, dict[str, Any]]:
@@ -107,9 +111,10 @@ SECTION_OF = {
                             "max_text_tokens",
                             "crop", "speech_weight", "speech_grad", "speech_sampling", "ctc_weight",
                             "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
-                            "checkpoint_every", "threads")},
+                            "checkpoint_every", "keep", "threads")},
 }  # fmt: skip
 PRESETS = TRAINABLE_PRESETS
+KEEP = ("last", "balanced_events")  # train.keep: loop.py's _kept
 
 
 def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainConfig:
@@ -163,6 +168,11 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (0.0 <= cfg.mel_gain_db <= 40.0, "train.mel_gain_db must be in [0, 40]"),
         (0 <= cfg.mel_freq_masks <= 10, "train.mel_freq_masks must be in 0..10"),
         (cfg.checkpoint_every >= 1, "train.checkpoint_every must be at least 1"),
+        (cfg.keep in KEEP, f"train.keep must be one of {', '.join(KEEP)}"),
+        (
+            cfg.keep == "last" or not cfg.listen_only,
+            "train.keep = balanced_events: a listen_only run decides no overlap events",
+        ),
         (cfg.threads >= 0, "train.threads must be >= 0"),
     ]
     for ok, message in checks:

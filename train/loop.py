@@ -6,6 +6,11 @@ exported as it stands) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe
 ``state.pt`` (weights, optimiser, step: a run stopped at any point resumes from its last
 state with the same command), ``history.jsonl`` (one line per step and per validation),
 ``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
+With ``train.keep = "balanced_events"`` the checkpoint is rewritten only when a validation
+beats every earlier one on the overlap events, holds and the rest weighed apiece
+(``validation.balanced_events``): longer runs drift toward holding through everything,
+which the plain event accuracy rewards since most events are holds (docs/training-log.md,
+twentieth round). ``state.pt`` always holds the last step, to resume from.
 
 Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
 text); with ``--voice`` the speech decoder too, and the voice's flow decoder and vocoder
@@ -22,7 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -86,8 +91,9 @@ class TrainResult:
     out: Path
     steps: int
     resumed_from: int
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # the checkpoint's validation (the last unless train.keep)
     baseline: dict[str, float]  # the same validation before any step
+    kept: int = 0  # the step the checkpoint holds (``steps`` unless train.keep chose another)
 
 
 def split(
@@ -312,6 +318,7 @@ def train(
     history = run.work / "history.jsonl"
     parts = {"model": model, "optim": optim, "sched": sched, "listen": listen,
              "addressee": addressee}  # fmt: skip
+    kept = _Kept(cfg.keep, None if run.state is None else run.state.get("kept"))
     if run.state is not None:
         step, baseline, metrics = _resume(run.state, parts, history)
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
@@ -341,12 +348,57 @@ def train(
             metrics = measure()
             append(history, {"step": step, "validation": metrics})
             write(line(step, metrics))
-            figures = {"step": step, "baseline": baseline, "metrics": metrics}
-            _save_state(run.work / "state.pt", _state(run, data, parts, figures), history)
-            _write_checkpoint(model, run, out, step, metrics, baseline)
+            stays = kept.offer(step, metrics)
+            _save_state(run.work / "state.pt", _state(run, data, parts, {
+                "step": step, "baseline": baseline, "metrics": metrics, "kept": kept.best,
+            }), history)  # fmt: skip
+            if stays:
+                write(stays)
+            else:
+                _write_checkpoint(model, run, out, step, metrics, baseline, cfg.keep)
     if step == cfg.steps:
-        write(f"train: wrote the checkpoint {out} (export it with `venus export {out}`)")
-    return TrainResult(out, step, resumed_from, metrics, baseline)
+        write(f"train: wrote the checkpoint {out}{kept.which(step)} "
+              f"(export it with `venus export {out}`)")  # fmt: skip
+    return kept.result(TrainResult(out, step, resumed_from, metrics, baseline))
+
+
+@dataclass
+class _Kept:
+    """Which validated step the exportable checkpoint holds (``train.keep``): ``best`` is
+    its step, score and validation (kept in ``state.pt`` to resume with)."""
+
+    keep: str
+    best: dict[str, Any] | None = None
+
+    def score(self, metrics: dict[str, float]) -> float | None:
+        """A validation's standing (higher is better); None takes every step ("last", or a
+        validation split without overlap events)."""
+        if self.keep == "balanced_events" and metrics.get("events"):
+            return metrics["balanced_event_accuracy"]
+        return None
+
+    def offer(self, step: int, metrics: dict[str, float]) -> str:
+        """Take ``step`` if it beats the checkpoint (the earliest of equals stays): "" when
+        taken, else the line saying why the checkpoint stays."""
+        score = self.score(metrics)
+        if self.best is None or score is None or score > self.best["score"]:
+            self.best = {"step": step, "score": score, "metrics": metrics}
+            return ""
+        return (f"train: the checkpoint stays step {self.best['step']}'s (train.keep = "
+                f"{self.keep}: {100 * self.best['score']:.1f}%, this step "
+                f"{100 * score:.1f}%)")  # fmt: skip
+
+    def result(self, last: TrainResult) -> TrainResult:
+        """``last`` (the run as it ended) with the checkpoint's step and validation."""
+        if self.best is None:  # stopped before the first validation
+            return last
+        return replace(last, metrics=self.best["metrics"], kept=self.best["step"])
+
+    def which(self, last: int) -> str:
+        """The checkpoint's step in words, when it is not ``last``."""
+        if self.best is None or self.best["step"] == last:
+            return ""
+        return f", step {self.best['step']}'s (train.keep = {self.keep})"
 
 
 Objective = tuple[
@@ -409,9 +461,10 @@ def _write_checkpoint(
     step: int,
     metrics: dict[str, float],
     baseline: dict[str, float],
+    keep: str = "last",
 ) -> None:
-    """The exportable checkpoint as of ``step`` (every checkpoint: a run stopped early is
-    usable), with its validation in ``train/metrics.json``."""
+    """The exportable checkpoint as of ``step`` (every checkpoint ``keep`` takes: a run
+    stopped early is usable), with its validation in ``train/metrics.json``."""
     fresh = run.work / "next-checkpoint"  # the writer wants an empty directory
     shutil.rmtree(fresh, ignore_errors=True)
     save_model(model, fresh)
@@ -422,6 +475,8 @@ def _write_checkpoint(
         os.replace(path, out / path.name)
     fresh.rmdir()
     doc: dict[str, Any] = {"step": step, "validation": metrics, "baseline": baseline}
+    if keep != "last":  # chosen among the validations, not merely the latest
+        doc["kept_by"] = keep
     if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
         doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
     if run.init is not None:  # what the run started from (the engines' manifest says it)

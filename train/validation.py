@@ -111,6 +111,7 @@ def evaluate(
         "speak_precision": ratio(sums["speak_right"], sums["said"]),
         "turn_accuracy": ratio(sums["turns_right"], sums["turns"]),
         "event_accuracy": ratio(sums["e_right"], sums["e"]),
+        "balanced_event_accuracy": balanced_events(sums),
         "hold_accuracy": ratio(sums["h_right"], sums["h"]),
         "after_hold_accuracy": ratio(sums["a_right"], sums["a"]),
         "after_holds": sums["a"],
@@ -125,6 +126,17 @@ def evaluate(
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
+
+
+def balanced_events(sums: dict[str, float]) -> float:
+    """The overlap events decided as the data does, the holds (carrying on through an aside,
+    a backchannel, background speech) and the rest (yielding to an interruption ...) weighed
+    apiece: the mean of the two accuracies, so that holding through everything does not
+    score as most events are holds; the plain event accuracy when one side has none."""
+    holds, rest = sums["h"], sums["e"] - sums["h"]
+    if holds <= 0 or rest <= 0:
+        return sums["e_right"] / sums["e"] if sums["e"] else 0.0
+    return (sums["h_right"] / holds + (sums["e_right"] - sums["h_right"]) / rest) / 2
 
 
 def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
@@ -152,6 +164,13 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
             f", overlap events {100 * m['event_accuracy']:.1f}% of {int(m['events'])} "
             f"(holds {100 * m['hold_accuracy']:.1f}% of {int(m['holds'])}"
         )
+        rest = m["events"] - m.get("holds", 0)
+        if m.get("holds") and rest > 0 and "balanced_event_accuracy" in m:
+            right = m["event_accuracy"] * m["events"] - m["hold_accuracy"] * m["holds"]
+            events += (
+                f", the rest {100 * right / rest:.1f}% of {int(rest)}, the two apiece "
+                f"{100 * m['balanced_event_accuracy']:.1f}%"
+            )
         if m.get("after_holds"):
             events += (
                 f"; the 2 chunks after a hold {100 * m['after_hold_accuracy']:.1f}% of "
