@@ -145,11 +145,12 @@ def cropped(example: Example, start: int, build: Builder) -> Example:
     )
 
 
-def read_index(data: Path) -> list[dict[str, Any]]:
-    """The set's ``index.jsonl`` records (sample ids, categories), checked."""
+def read_index(data: Path, option: str = "--data") -> list[dict[str, Any]]:
+    """The set's ``index.jsonl`` records (sample ids, categories), checked; ``option``
+    names where the set was given."""
     index = data / "index.jsonl"
     if not index.is_file():
-        raise TrainDataError(f"--data {data}: no index.jsonl; make the set with `venus datagen`")
+        raise TrainDataError(f"{option} {data}: no index.jsonl; make the set with `venus datagen`")
     try:
         return [json.loads(line) for line in index.read_text("utf-8").splitlines() if line]
     except (OSError, json.JSONDecodeError) as e:

@@ -182,6 +182,7 @@ class _Run:
     voice_dir: Path | None = None
     init: Path | None = None
     init_record: dict[str, Any] | None = None  # what ``init`` was, read when it was loaded
+    val_data: Path | None = None  # the set validated on, when not a share of the data
 
     @property
     def speech_ids(self) -> tuple[int, int] | None:
@@ -198,14 +199,14 @@ def _open(
     voice_dir: Path | None,
     jobs: int = 1,
     init: Path | None = None,
+    val_data: Path | None = None,
 ) -> _Run:
-    """Check the data and ``out``, split, train (or reload) the tokenizer, load examples
-    (with ``voice_dir``, their speech units too)."""
+    """Check the data and ``out``, split (or take ``val_data`` whole as the validation),
+    train (or reload) the tokenizer, load examples (with ``voice_dir``, their speech units
+    too)."""
     import tomli_w
 
-    records = read_index(data)
-    if len(records) < 2:
-        raise TrainConfigError(f"--data {data}: {len(records)} samples; need at least 2")
+    train_recs, val_recs = _records(cfg, data, val_data, write)
     work = out / "train"
     recipe = tomli_w.dumps(cfg.to_toml_dict())
     voice = load_voice(voice_dir) if voice_dir is not None else None
@@ -217,15 +218,15 @@ def _open(
             or state["data"] != str(data.resolve())
             or state.get("voice") != voice_identity(voice_dir, voice)
             or state.get("init") != init_identity(init)
+            or state.get("val_data") != _where(val_data)
         ):
             raise TrainConfigError(
-                f"{out}: holds a run with another recipe, data, voice or --init "
+                f"{out}: holds a run with another recipe, data, voice, --init or --val-data "
                 f"({work / 'recipe.toml'}); resume it with the same --config, --data, "
-                "--voice and --init, or train into another --out"
+                "--voice, --init and --val-data, or train into another --out"
             )
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
-    train_recs, val_recs = split(records, cfg.validation, cfg.seed)
     model_cfg = PRESETS[cfg.preset]()
     if voice is not None:  # the voice's flow decoder and vocoder, as trained
         model_cfg = voice.model_config(model_cfg)
@@ -252,10 +253,9 @@ def _open(
     vision = model_cfg.vision
     special = model_cfg.special_token_ids
     build = model_layout(model_cfg, tok, cfg.max_text_tokens)
-    examples = load_examples(
-        data,
-        train_recs + val_recs,
-        build,
+    load = partial(
+        load_examples,
+        build=build,
         progress=loading,
         image_size=vision.image_size if vision is not None and not cfg.listen_only else 0,
         units=None
@@ -263,6 +263,10 @@ def _open(
         else partial(decided_units, codebook=voice.codebook),
         jobs=jobs,
     )
+    if val_data is None:
+        examples = load(data, train_recs + val_recs)
+    else:
+        examples = load(data, train_recs) + load(val_data, val_recs)
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
         write(f"train: {truncated} chunks' text cut to {cfg.max_text_tokens} tokens (the budget)")
@@ -282,7 +286,33 @@ def _open(
         voice_dir,
         init,
         None if init is None else init_record(init),
+        val_data,
     )
+
+
+def _records(
+    cfg: TrainConfig, data: Path, val_data: Path | None, write: Callable[[str], None]
+) -> tuple[list[Any], list[Any]]:
+    """(training, validation) records: ``data.validation``'s share of ``data`` held out, or
+    with ``val_data`` all of ``data`` and all of that set."""
+    records = read_index(data)
+    if val_data is None:
+        if len(records) < 2:
+            raise TrainConfigError(f"--data {data}: {len(records)} samples; need at least 2")
+        return split(records, cfg.validation, cfg.seed)
+    val_records = read_index(val_data, "--val-data")
+    for option, where, recs in (("--data", data, records), ("--val-data", val_data, val_records)):
+        if not recs:
+            raise TrainConfigError(f"{option} {where}: no samples")
+    train_recs = split(records, 0.0, cfg.seed)[0]  # all of it, in the same seeded order
+    write(f"train: {len(train_recs)} samples to train on, the {len(val_records)} of "
+          f"{val_data} to validate on (data.validation does not apply)")  # fmt: skip
+    return train_recs, val_records
+
+
+def _where(path: Path | None) -> str | None:
+    """A set's place as ``state.pt`` records it."""
+    return None if path is None else str(path.resolve())
 
 
 def train(
@@ -296,18 +326,20 @@ def train(
     device: str = "cpu",
     jobs: int = 1,
     init: Path | None = None,
+    val_data: Path | None = None,
 ) -> TrainResult:
     """Run (or resume) the recipe on ``data`` into ``out`` (module doc); with ``voice`` (a
     ``venus train-voice`` output) the speech decoder too, over the voice's units, and the
     voice's flow decoder and vocoder go into the checkpoint. ``stop_after``: stop after
     that many steps of this call (a test of resuming). ``device``: where the model trains
     (``resolve_device``); ``jobs``: processes that load the samples; ``init``: a checkpoint
-    to start from (``warm.py``)."""
+    to start from (``warm.py``); ``val_data``: a set to validate on, whole, instead of
+    ``data.validation``'s share of ``data``."""
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
-    run = _open(cfg, data, out, write, voice, jobs, init)
+    run = _open(cfg, data, out, write, voice, jobs, init, val_data)
     model, listen, addressee, groups = _model(run, cfg, where, write)
     forward, measure, line = _objective(
         run, cfg, model, listen, run.validation or run.train[:8], where, addressee
@@ -542,7 +574,8 @@ def _state(run: _Run, data: Path, parts: dict[str, Any], figures: dict[str, Any]
     saved = {k: None if v is None else v.state_dict() for k, v in parts.items()}
     return saved | figures | {"recipe": run.recipe, "data": str(data.resolve()),
                               "voice": voice_identity(run.voice_dir, run.voice),
-                              "init": init_identity(run.init)}  # fmt: skip
+                              "init": init_identity(run.init),
+                              "val_data": _where(run.val_data)}  # fmt: skip
 
 
 def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:

@@ -69,6 +69,45 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
         validate(ck, subset, lambda _l: None)
 
 
+def test_val_data_trains_on_all_of_the_data_and_validates_on_the_other_set(
+    small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`venus train --val-data`: every sample of --data trains, every one of the other set
+    validates (the figures `venus validate` gives on it), and a resume must name it again."""
+    import tomli_w
+
+    from venus.cli import main
+    from venus.train.check import validate
+    from venus.train.data import TrainDataError, read_index
+    from venus.train.loop import train
+
+    ids = sorted(r["sample_id"] for r in read_index(small_set))
+    ours = _subset(small_set, set(ids[:4]), tmp_path / "ours")
+    other = _subset(small_set, set(ids[4:]), tmp_path / "other")
+    cfg = TrainConfig(steps=2, batch_size=2, warmup_steps=1, checkpoint_every=2,
+                      validation=0.34, threads=1, max_text_tokens=6, ctc_weight=1.0)  # fmt: skip
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(tomli_w.dumps(cfg.to_toml_dict()))
+    ck = tmp_path / "ck"
+    args = ["train", "--config", str(recipe), "--data", str(ours), "--out", str(ck)]
+    assert main([*args, "--val-data", str(other), "--device", "cpu"]) == 0
+    said = capsys.readouterr().err
+    assert f"train: 4 samples to train on, the 2 of {other} to validate on" in said
+    assert "loading samples 4/4" in said and "loading samples 2/2" in said
+    theirs = json.loads((ck / "train" / "metrics.json").read_text())["validation"]
+    mine = validate(ck, other, lambda _l: None)
+    assert mine == pytest.approx(theirs, rel=1e-5)
+    held = validate(ck, ours, lambda _l: None)  # not what the run validated on
+    assert held["decisions"] != theirs["decisions"]
+    # the state is the other set's: resuming without it, or with another, is refused
+    for val in (None, ours):
+        with pytest.raises(TrainConfigError, match=r"--val-data"):
+            train(cfg, ours, ck, lambda _l: None, val_data=val)
+    assert train(cfg, ours, ck, lambda _l: None, val_data=other).resumed_from == 2
+    with pytest.raises(TrainDataError, match=r"--val-data \S+nowhere: no index\.jsonl"):
+        train(cfg, ours, tmp_path / "ck2", lambda _l: None, val_data=tmp_path / "nowhere")
+
+
 def test_validate_names_what_is_not_a_checkpoint(small_set: Path, tmp_path: Path) -> None:
     from venus.train.check import validate
 
