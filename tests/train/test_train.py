@@ -87,7 +87,7 @@ def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: 
 
     with torch.no_grad():  # a caller's grad mode (venus bench turns it off) is not ours
         train(quick(2), small_set, tmp_path / "ck", lambda _l: None)
-    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice, --init or --val-data"):
         train(quick(3), small_set, tmp_path / "ck", lambda _l: None)
 
 
@@ -171,6 +171,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     wide = load_train_config(recipes / "venus-tiny-wide.toml")
     assert (recipe.preset, wide.preset) == ("tiny", "tiny-wide")
     assert dataclasses.replace(wide, preset="tiny") == recipe
+    # the twenty-second round's: longer, the step best on a validation set of its own
+    long = load_train_config(recipes / "venus-tiny-wide-long.toml")
+    assert long.steps > wide.steps and (wide.keep, long.keep) == ("last", "balanced_events")
+    assert dataclasses.replace(long, steps=wide.steps, keep="last") == wide
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
@@ -364,11 +368,11 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
              and not torch.equal(state[k], initial.state_dict()[k])]  # fmt: skip
     assert moved, "the speech decoder was not trained"
 
-    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice, --init or --val-data"):
         train(sampled, small_set, ck, lines.append)  # the same run without its voice
     doc = json.loads((voice / "voice.json").read_text())
     (voice / "voice.json").write_text(json.dumps({**doc, "step": doc["step"] + 1}))
-    with pytest.raises(TrainConfigError, match="another recipe, data, voice or --init"):
+    with pytest.raises(TrainConfigError, match="another recipe, data, voice, --init or --val-data"):
         train(sampled, small_set, ck, lines.append, voice=voice)  # the voice trained on
     (voice / "voice.json").write_text(json.dumps(doc))
     engines = tmp_path / "engines"

@@ -31,7 +31,7 @@ def test_a_warm_started_run_begins_where_the_checkpoint_ended(
     tokens = (tmp_path / "first" / "tokenizer.json").read_text()
     assert (tmp_path / "second" / "train" / "tokenizer.json").read_text() == tokens
     assert (tmp_path / "second" / "tokenizer.json").read_text() == tokens
-    with pytest.raises(TrainConfigError, match=r"another recipe, data, voice or --init"):
+    with pytest.raises(TrainConfigError, match=r"another recipe, data, voice, --init"):
         train(quick(2, learning_rate=1e-4), small_set, tmp_path / "second", lambda _s: None)
 
 
