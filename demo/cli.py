@@ -146,9 +146,13 @@ def demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
     else:
         figures = trained.get("validation") or {}
         first = figures.get("opening_accuracy") if isinstance(figures, dict) else None
+        recipe = trained.get("recipe")
+        settings = recipe.get("train") if isinstance(recipe, dict) else None
+        keep = settings.get("keep", "last") if isinstance(settings, dict) else "last"
         said = (f"the engines' weights were trained by {trained.get('by', 'venus train')}: "
                 f"{trained.get('preset') or 'the'} preset, step {trained.get('step')}"
                 + (f" of {trained['steps']}" if trained.get("steps") else "")
+                + (f" (its best validation, train.keep = {keep})" if keep != "last" else "")
                 + (f", a reply's first chunk {100 * float(first):.0f}% right in validation"
                    if isinstance(first, int | float) else "") + ".")  # fmt: skip
     return {"engines": "tiny (shipped with venus)", "trained": trained is not None,

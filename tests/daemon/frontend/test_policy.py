@@ -250,7 +250,7 @@ def test_the_model_policy_is_the_default_byte_for_byte(
     """On the scripted engines (an answer, then a yield that cuts it) and on the shipped
     tiny ones pushed to speak (sampled text and speech)."""
     tiny = config(TINY)
-    tiny = dataclasses.replace(tiny, model=dataclasses.replace(tiny.model, listen_bias=-2.0))
+    tiny = dataclasses.replace(tiny, model=dataclasses.replace(tiny.model, listen_bias=-4.0))
     scripted = config(scripted_export.engines, speech_tokens_per_chunk=SPEECH_TOKENS)
     wav = speech_wav(tmp_path / "in.wav", 5, (TURN, OVERLAP))
     for cfg, harness in (

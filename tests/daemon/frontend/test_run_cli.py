@@ -26,6 +26,7 @@ from venus.hw.frames import Frame
 from venus.hw.synthetic_camera import draw_frame
 
 REPO = Path(__file__).resolve().parents[3]
+SHIPPED_RECIPE = "venus-tiny-wide-long.toml"  # what scripts/make-tiny-engines trains
 VENUS = Path(sys.executable).with_name("venus")
 
 
@@ -96,27 +97,37 @@ def test_the_demo_says_how_trained_weights_were_trained() -> None:
     assert "UNTRAINED" not in said
     assert "small preset, step 1500 of 1500" in said and "first chunk 91% right" in said
     assert "UNTRAINED" in str(demo_meta(None)["weights_said"])
+    kept = record | {"step": 1250, "recipe": {"train": {"keep": "balanced_events"}}}
+    said = str(demo_meta(kept)["weights_said"])  # a step chosen in validation, not the last
+    assert "step 1250 of 1500 (its best validation, train.keep = balanced_events)" in said
 
 
 def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> None:
     """demo/engines/tiny is what scripts/make-tiny-engines writes: the checkpoint `venus
-    train` made with train/recipes/venus-tiny.toml as it stands (the manifest records the
-    recipe it resolved; read as `venus train` reads a recipe to resume, so a key added since
-    with its default changes nothing), at its last step, started from the listening stage
-    (venus-tiny-listen.toml, to its last step), every file's hash checking, in a few MB."""
+    train` made with train/recipes/venus-tiny-wide-long.toml as it stands (the manifest
+    records the recipe it resolved; read as `venus train` reads a recipe to resume, so a key
+    added since with its default changes nothing), trained to its end and holding the step
+    its ``train.keep`` chose (a validation step, or the last), started from the listening
+    stage (venus-tiny-listen.toml, to its last step), every file's hash checking, in a few
+    MB."""
     from venus.train.config import load_train_config, parse_train_config
 
     shipped_dir = REPO / "demo" / "engines" / "tiny"
     shipped = json.loads((shipped_dir / "manifest.json").read_text())
     trained = shipped["trained"]
     assert trained is not None, "demo/engines/tiny is untrained: run scripts/make-tiny-engines"
-    recipe = load_train_config(REPO / "train" / "recipes" / "venus-tiny.toml")
+    recipe = load_train_config(REPO / "train" / "recipes" / SHIPPED_RECIPE)
     assert parse_train_config(trained["recipe"], "the shipped manifest") == recipe, (
-        "train/recipes/venus-tiny.toml changed since demo/engines/tiny was trained: run "
+        f"train/recipes/{SHIPPED_RECIPE} changed since demo/engines/tiny was trained: run "
         "scripts/make-tiny-engines"
     )
     assert trained["by"] == "venus train" and trained["preset"] == recipe.preset
-    assert trained["step"] == trained["steps"] == recipe.steps
+    assert trained["steps"] == recipe.steps
+    if recipe.keep == "last":
+        assert trained["step"] == recipe.steps
+    else:  # a step validated on the way (every checkpoint_every), the best by train.keep
+        assert 0 < trained["step"] <= recipe.steps
+        assert trained["step"] % recipe.checkpoint_every == 0
     listen = load_train_config(REPO / "train" / "recipes" / "venus-tiny-listen.toml")
     init = trained.get("init")
     assert init is not None, "venus-tiny starts from its listening stage (--init)"
