@@ -6,11 +6,8 @@ exported as it stands) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe
 ``state.pt`` (weights, optimiser, step: a run stopped at any point resumes from its last
 state with the same command), ``history.jsonl`` (one line per step and per validation),
 ``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
-With ``train.keep = "balanced_events"`` the checkpoint is rewritten only when a validation
-beats every earlier one on the overlap events, holds and the rest weighed apiece
-(``validation.balanced_events``): longer runs drift toward holding through everything,
-which the plain event accuracy rewards since most events are holds (docs/training-log.md,
-twentieth round). ``state.pt`` always holds the last step, to resume from.
+``train.keep`` (``keep.py``) may keep an earlier validated step in the checkpoint;
+``state.pt`` always holds the last step, to resume from.
 
 Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
 text); with ``--voice`` the speech decoder too, and the voice's flow decoder and vocoder
@@ -26,8 +23,8 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,14 +47,15 @@ from venus.train.data import (
     cropped,
     load_examples,
     model_layout,
-    read_index,
     sample_texts,
 )
 from venus.train.device import resolve_device
 from venus.train.heard import ListenHead
+from venus.train.keep import Kept
 from venus.train.listen import listen_losses, listening_line, measure_listening, segments
 from venus.train.progress import plot_history, step_line, step_record
-from venus.train.runlog import append, same_recipe, save_state, truncate_history
+from venus.train.runlog import append, restore, same_recipe, save_state
+from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
@@ -76,7 +74,7 @@ from venus.train.warm import (
     warm_start,
 )
 
-__all__ = ["TRAINED", "TrainResult", "resolve_device", "split", "train"]
+__all__ = ["TRAINED", "TrainResult", "resolve_device", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +92,6 @@ class TrainResult:
     metrics: dict[str, float]  # the checkpoint's validation (the last unless train.keep)
     baseline: dict[str, float]  # the same validation before any step
     kept: int = 0  # the step the checkpoint holds (``steps`` unless train.keep chose another)
-
-
-def split(
-    records: Sequence[dict[str, Any]], share: float, seed: int
-) -> tuple[list[Any], list[Any]]:
-    """(training, validation) records: a seeded shuffle by sample id, ``share`` held out."""
-    ordered = sorted(records, key=lambda r: r["sample_id"])
-    order = torch.randperm(len(ordered), generator=torch.Generator().manual_seed(seed)).tolist()
-    held = min(len(ordered) - 1, max(1 if share > 0 else 0, round(share * len(ordered))))
-    shuffled = [ordered[i] for i in order]
-    return shuffled[held:], shuffled[:held]
 
 
 def _lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -206,7 +193,7 @@ def _open(
     too)."""
     import tomli_w
 
-    train_recs, val_recs = _records(cfg, data, val_data, write)
+    train_recs, val_recs = train_and_validation(cfg, data, val_data, write)
     work = out / "train"
     recipe = tomli_w.dumps(cfg.to_toml_dict())
     voice = load_voice(voice_dir) if voice_dir is not None else None
@@ -218,7 +205,7 @@ def _open(
             or state["data"] != str(data.resolve())
             or state.get("voice") != voice_identity(voice_dir, voice)
             or state.get("init") != init_identity(init)
-            or state.get("val_data") != _where(val_data)
+            or state.get("val_data") != where(val_data)
         ):
             raise TrainConfigError(
                 f"{out}: holds a run with another recipe, data, voice, --init or --val-data "
@@ -290,31 +277,6 @@ def _open(
     )
 
 
-def _records(
-    cfg: TrainConfig, data: Path, val_data: Path | None, write: Callable[[str], None]
-) -> tuple[list[Any], list[Any]]:
-    """(training, validation) records: ``data.validation``'s share of ``data`` held out, or
-    with ``val_data`` all of ``data`` and all of that set."""
-    records = read_index(data)
-    if val_data is None:
-        if len(records) < 2:
-            raise TrainConfigError(f"--data {data}: {len(records)} samples; need at least 2")
-        return split(records, cfg.validation, cfg.seed)
-    val_records = read_index(val_data, "--val-data")
-    for option, where, recs in (("--data", data, records), ("--val-data", val_data, val_records)):
-        if not recs:
-            raise TrainConfigError(f"{option} {where}: no samples")
-    train_recs = split(records, 0.0, cfg.seed)[0]  # all of it, in the same seeded order
-    write(f"train: {len(train_recs)} samples to train on, the {len(val_records)} of "
-          f"{val_data} to validate on (data.validation does not apply)")  # fmt: skip
-    return train_recs, val_records
-
-
-def _where(path: Path | None) -> str | None:
-    """A set's place as ``state.pt`` records it."""
-    return None if path is None else str(path.resolve())
-
-
 def train(
     cfg: TrainConfig,
     data: Path,
@@ -350,9 +312,10 @@ def train(
     history = run.work / "history.jsonl"
     parts = {"model": model, "optim": optim, "sched": sched, "listen": listen,
              "addressee": addressee}  # fmt: skip
-    kept = _Kept(cfg.keep, None if run.state is None else run.state.get("kept"))
+    kept = Kept(cfg.keep, None if run.state is None else run.state.get("kept"))
     if run.state is not None:
-        step, baseline, metrics = _resume(run.state, parts, history)
+        step, baseline, metrics = (restore(run.state, parts, history), run.state["baseline"],
+                                   run.state.get("metrics", run.state["baseline"]))  # fmt: skip
         write(f"train: resuming {out} at step {step}/{cfg.steps}")
     else:
         step, baseline = 0, measure()
@@ -392,45 +355,6 @@ def train(
         write(f"train: wrote the checkpoint {out}{kept.which(step)} "
               f"(export it with `venus export {out}`)")  # fmt: skip
     return kept.result(TrainResult(out, step, resumed_from, metrics, baseline))
-
-
-@dataclass
-class _Kept:
-    """Which validated step the exportable checkpoint holds (``train.keep``): ``best`` is
-    its step, score and validation (kept in ``state.pt`` to resume with)."""
-
-    keep: str
-    best: dict[str, Any] | None = None
-
-    def score(self, metrics: dict[str, float]) -> float | None:
-        """A validation's standing (higher is better); None takes every step ("last", or a
-        validation split without overlap events)."""
-        if self.keep == "balanced_events" and metrics.get("events"):
-            return metrics["balanced_event_accuracy"]
-        return None
-
-    def offer(self, step: int, metrics: dict[str, float]) -> str:
-        """Take ``step`` if it beats the checkpoint (the earliest of equals stays): "" when
-        taken, else the line saying why the checkpoint stays."""
-        score = self.score(metrics)
-        if self.best is None or score is None or score > self.best["score"]:
-            self.best = {"step": step, "score": score, "metrics": metrics}
-            return ""
-        return (f"train: the checkpoint stays step {self.best['step']}'s (train.keep = "
-                f"{self.keep}: {100 * self.best['score']:.1f}%, this step "
-                f"{100 * score:.1f}%)")  # fmt: skip
-
-    def result(self, last: TrainResult) -> TrainResult:
-        """``last`` (the run as it ended) with the checkpoint's step and validation."""
-        if self.best is None:  # stopped before the first validation
-            return last
-        return replace(last, metrics=self.best["metrics"], kept=self.best["step"])
-
-    def which(self, last: int) -> str:
-        """The checkpoint's step in words, when it is not ``last``."""
-        if self.best is None or self.best["step"] == last:
-            return ""
-        return f", step {self.best['step']}'s (train.keep = {self.keep})"
 
 
 Objective = tuple[
@@ -555,19 +479,6 @@ def _model(
     return model, listen, addressee, groups
 
 
-def _resume(
-    state: dict[str, Any], parts: dict[str, Any], history: Path
-) -> tuple[int, dict[str, float], dict[str, float]]:
-    """``parts`` as ``state`` saved them; (step, baseline, last figures); the history cut
-    back to that step."""
-    for name, part in parts.items():
-        if part is not None:
-            part.load_state_dict(state[name])
-    step, baseline = state["step"], state["baseline"]
-    truncate_history(history, step)
-    return step, baseline, state.get("metrics", baseline)  # a state saved before it was kept
-
-
 def _state(run: _Run, data: Path, parts: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
     """What ``state.pt`` holds: the ``parts``' state dicts (the listening head's None
     without one), the step and figures, and what a resumed run must find again."""
@@ -575,7 +486,7 @@ def _state(run: _Run, data: Path, parts: dict[str, Any], figures: dict[str, Any]
     return saved | figures | {"recipe": run.recipe, "data": str(data.resolve()),
                               "voice": voice_identity(run.voice_dir, run.voice),
                               "init": init_identity(run.init),
-                              "val_data": _where(run.val_data)}  # fmt: skip
+                              "val_data": where(run.val_data)}  # fmt: skip
 
 
 def _save_state(path: Path, state: dict[str, Any], history: Path) -> None:

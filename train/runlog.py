@@ -60,6 +60,16 @@ def append(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def restore(state: dict[str, Any], parts: dict[str, Any], history: Path) -> int:
+    """Load each of ``parts`` (state-dict owners; None: not in this run) from ``state`` as
+    it was saved, cut ``history`` back to the state's step, and return that step."""
+    for name, part in parts.items():
+        if part is not None:
+            part.load_state_dict(state[name])
+    truncate_history(history, state["step"])
+    return int(state["step"])
+
+
 def truncate_history(path: Path, step: int) -> None:
     """Drop history lines past the resumed state's step (steps run after it was saved)."""
     if not path.is_file():

@@ -43,9 +43,9 @@ from venus.export.model.init import component_generator, init_component
 from venus.export.model.vocoder import Vocoder
 from venus.export.model.vocoders import AnyVocoder, make_vocoder
 from venus.train.data import read_index
-from venus.train.loop import split
 from venus.train.pitch import f0_agreement
-from venus.train.runlog import append, pyplot, same_recipe, save_state, truncate_history
+from venus.train.runlog import append, pyplot, restore, same_recipe, save_state
+from venus.train.sets import split
 from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
@@ -365,11 +365,8 @@ def train_voice(
     parts = _Parts(cfg, run.codebook)
     history = run.work / "history.jsonl"
     if run.state is not None:
-        for name, part in parts.named().items():
-            part.load_state_dict(run.state[name])
-        step, original = run.state["step"], run.state["wer_original"]
+        step, original = restore(run.state, parts.named(), history), run.state["wer_original"]
         write(f"train-voice: resuming {out} at step {step}/{cfg.steps}")
-        truncate_history(history, step)
     else:
         step, original = 0, run.measure.original()
         baseline = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}

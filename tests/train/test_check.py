@@ -27,7 +27,8 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
 ) -> None:
     from venus.cli import main
     from venus.train.data import read_index
-    from venus.train.loop import split, train
+    from venus.train.loop import train
+    from venus.train.sets import split
 
     cfg = TrainConfig(steps=2, batch_size=2, warmup_steps=1, checkpoint_every=2,
                       validation=0.34, threads=1, max_text_tokens=6, ctc_weight=1.0)  # fmt: skip

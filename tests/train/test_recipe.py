@@ -53,7 +53,7 @@ def test_the_daemon_decides_as_the_teacher_forced_model(trained, tmp_path: Path)
     from venus.export.checkpoint import load_model
     from venus.train.batch import collate, embeddings
     from venus.train.data import layout_builder, load_examples, read_index, trajectory
-    from venus.train.loop import split
+    from venus.train.sets import split
     from venus.train.tokenizer import load_tokenizer
 
     data, ck, cfg = trained
