@@ -105,7 +105,7 @@ examples:
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    from venus.evaluation.sampling import add_temperature
+    from venus.evaluation.sampling import add_temperature, listen_bias_arg
 
     cmd = commands.add_parser(
         "eval",
@@ -193,6 +193,12 @@ examples:
         "delegations (0-1, default 0.2)",
     )
     add_temperature(delegation)
+    delegation.add_argument(
+        "--free-calls",
+        action="store_true",
+        help="decode delegation spans without the capabilities' grammar ([model] call_grammar "
+        "= false): the calls as the model writes them, malformed ones included",
+    )
     delegation.add_argument("--system", metavar="NAME", help="the system's name in the report")
     delegation.set_defaults(run=_delegation)
 
@@ -231,6 +237,14 @@ examples:
         help="samples run in J worker processes (0: one per CPU; default 1)",
     )
     duplex.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    duplex.add_argument(
+        "--listen-bias",
+        type=listen_bias_arg,
+        default=0.0,
+        metavar="B",
+        help="added to the <|listen|> logit at each decision, as [model] listen_bias "
+        "(-20 to 20; default 0): > 0 talks less, < 0 more; a model's operating point",
+    )
     duplex.add_argument(
         "--no-video",
         dest="video",
@@ -310,9 +324,12 @@ def _delegation(args: argparse.Namespace) -> int:
     from venus.evaluation.sampling import daemon_temperature
 
     tuned = args.temperature != daemon_temperature()
-    if (args.reference or args.hypothesis) and (args.engines or args.policy or tuned):
+    if (args.reference or args.hypothesis) and (
+        args.engines or args.policy or tuned or args.free_calls
+    ):
         raise EvaluationError(
-            "--engines, --policy and --temperature go with a run, not with a given hypothesis"
+            "--engines, --policy, --temperature and --free-calls go with a run, not with a "
+            "given hypothesis"
         )
     done = evaluate(
         args.data,
@@ -322,6 +339,7 @@ def _delegation(args: argparse.Namespace) -> int:
         engines=args.engines,
         policy=args.policy or "model",
         temperature=args.temperature,
+        call_grammar=not args.free_calls,
         others=args.others,
         system=args.system,
     )

@@ -193,19 +193,21 @@ def settle(harness: Harness, timeout_s: float = 5.0) -> None:
 
 @contextmanager
 def bench_harness(
-    journal: Path, answers: Sequence[Answer]
+    journal: Path, answers: Sequence[Answer], seed: int = 0
 ) -> Iterator[tuple[Harness, Callable[[ChunkRecord], None]]]:
     """The harness a sample (or ``venus demo``'s scenario) runs with: the built-ins
     (``clock``, ``calculator``, ``timer``) and the stand-ins answering ``answers``,
     started on ``journal`` (a fresh file), and the hook every timeline record goes to:
     it finishes the answers due by the next boundary and waits for the harness to record
-    them. Stopped on leaving."""
+    them. Item ids are drawn from ``seed``, so a run is made again exactly. Stopped on
+    leaving."""
     from venus.capabilities.builtin import builtin_transport
+    from venus.daemon.harness.item import seeded_item_ids
     from venus.daemon.harness.service import Harness
     from venus.datagen.domains_contracts import contracts
 
     bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
-    harness = Harness.open(journal, [builtin_transport(), bench])
+    harness = Harness.open(journal, [builtin_transport(), bench], ids=seeded_item_ids(seed))
     try:
         harness.start(resume=False)
     except BaseException:

@@ -165,13 +165,17 @@ def score_dir(
     return scores, missing
 
 
-def run_config(engines_dir: Path, seed: int = 0, temperature: float | None = None) -> VenusConfig:
+def run_config(
+    engines_dir: Path, seed: int = 0, temperature: float | None = None, call_grammar: bool = True
+) -> VenusConfig:
     """The daemon's defaults with these engines, seed and temperature (None: the
-    daemon's), the engines' cache under ``~/.cache/venus``."""
+    daemon's) and ``[model] call_grammar``, the engines' cache under ``~/.cache/venus``."""
     from venus.daemon.config.schema import VenusConfig
 
     cfg = VenusConfig()
-    model = dataclasses.replace(cfg.model, engines=engines_dir, seed=seed)
+    model = dataclasses.replace(
+        cfg.model, engines=engines_dir, seed=seed, call_grammar=call_grammar
+    )
     if temperature is not None:
         model = dataclasses.replace(model, temperature=temperature)
     return dataclasses.replace(
@@ -188,6 +192,7 @@ def run_samples(
     policy: str,
     seed: int = 0,
     temperature: float | None = None,
+    call_grammar: bool = True,
 ) -> Path:
     """Every sample through the daemon offline with the harness (see the module doc),
     configured by :func:`run_config`; returns the hypothesis dir, ``out/samples``."""
@@ -196,7 +201,7 @@ def run_samples(
     from venus.engines.runners import Engines
     from venus.errors import EngineError
 
-    cfg = run_config(engines_dir, seed, temperature)
+    cfg = run_config(engines_dir, seed, temperature, call_grammar)
     try:
         engines = Engines.open(engines_dir, engine_options(cfg))
     except (EngineError, OSError) as e:
@@ -229,7 +234,7 @@ def _run_one(
     journal = folder / "journal.sqlite3"
     files_ = s.trajectory["files"]
     video = s.folder / files_["video"] if files_.get("video") else None
-    with bench_harness(journal, answers_of(s.trajectory)) as (harness, on_record):
+    with bench_harness(journal, answers_of(s.trajectory), cfg.model.seed) as (harness, on_record):
         run_offline(
             cfg,
             engines,
@@ -263,12 +268,13 @@ def evaluate(
     engines: Path | None = None,
     policy: str = "model",
     temperature: float | None = None,
+    call_grammar: bool = True,
     others: float = OTHERS,
     system: str | None = None,
 ) -> Evaluated:
     """Choose the samples, get the hypotheses (the reference's own targets, a given dir,
-    or a run of the daemon at ``temperature``, None: the daemon's), score them and write
-    the report into ``out``."""
+    or a run of the daemon at ``temperature``, None: the daemon's, with or without the
+    call grammar), score them and write the report into ``out``."""
     from venus.evaluation.delegation_report import write_report
     from venus.evaluation.sampling import daemon_temperature
 
@@ -281,10 +287,13 @@ def evaluate(
         name = hypothesis.resolve().name
     else:
         engines = engines or default_engines()
-        hypothesis = run_samples(samples, out, engines, policy, temperature=temperature)
-        name = f"venus {engines.name} ({policy})"
+        hypothesis = run_samples(samples, out, engines, policy, 0, temperature, call_grammar)
+        how = [policy]
         if temperature is not None and temperature != daemon_temperature():
-            name = f"venus {engines.name} ({policy}, temperature {temperature:g})"
+            how.append(f"temperature {temperature:g}")
+        if not call_grammar:
+            how.append("free calls")
+        name = f"venus {engines.name} ({', '.join(how)})"
     scores, missing = score_dir(samples, hypothesis)
     if not scores:
         raise EvaluationError(

@@ -82,17 +82,22 @@ class DuplexSetup:
     engines: Path  # an engine dir (holds manifest.json)
     seed: int = 0
     temperature: float = field(default_factory=daemon_temperature)  # 0: greedy
+    listen_bias: float = 0.0  # [model] listen_bias: > 0 talks less, < 0 more
     rules: Rules = DEFAULT_RULES
     intra_op_threads: int = 0  # per ONNX session; 0: ONNX Runtime picks
     cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "venus")
     video: bool = True  # the source sample's video as the camera, where there is one
 
     def config(self) -> VenusConfig:
-        """The defaults with these engines, seed, temperature, threads and cache (as
-        ``venus demo``)."""
+        """The defaults with these engines, seed, temperature, listen bias, threads and
+        cache (as ``venus demo``)."""
         cfg = VenusConfig()
         model = dataclasses.replace(
-            cfg.model, engines=self.engines, seed=self.seed, temperature=self.temperature
+            cfg.model,
+            engines=self.engines,
+            seed=self.seed,
+            temperature=self.temperature,
+            listen_bias=self.listen_bias,
         )
         engines = dataclasses.replace(
             cfg.engines, intra_op_threads=self.intra_op_threads, cache_dir=self.cache_dir
@@ -149,6 +154,7 @@ class Runner:
                 "engines": str(self.setup.engines),
                 "seed": self.cfg.model.seed,
                 "temperature": self.cfg.model.temperature,
+                "listen_bias": self.cfg.model.listen_bias,
                 "video": str(video.path) if video else None,
                 "video_offset_s": video.offset_s if video else None,
             },

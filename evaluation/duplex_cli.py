@@ -56,7 +56,13 @@ def main(args: argparse.Namespace) -> int:
         if engines is None:
             tiny = files("venus.demo") / "engines" / "tiny"
             engines = Path(stack.enter_context(as_file(tiny)))
-        setup = DuplexSetup(engines, seed=args.seed, temperature=args.temperature, video=args.video)
+        setup = DuplexSetup(
+            engines,
+            seed=args.seed,
+            temperature=args.temperature,
+            listen_bias=args.listen_bias,
+            video=args.video,
+        )
         progress = PolicyProgress(sys.stderr, policies, total)
         started = time.perf_counter()
         runs = run_duplex(
@@ -75,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
         wall_s=round(wall_s, 1),
         command=_command(args),
         camera=_camera(args.video, with_video, total),
+        listen_bias=args.listen_bias,
     )
     json_path, md_path = write_duplex_report(runs, info, setup.rules)
     _print_labels(runs)
@@ -145,5 +152,7 @@ def _command(args: argparse.Namespace) -> str:
         words.append("--no-video")
     if args.temperature != daemon_temperature():
         words += ["--temperature", f"{args.temperature:g}"]
+    if args.listen_bias:
+        words += ["--listen-bias", f"{args.listen_bias:g}"]
     words += ["--jobs", str(args.jobs)]
     return shlex.join(words)

@@ -79,6 +79,7 @@ class RunInfo:
     wall_s: float
     command: str
     camera: str = "none"  # what the samples saw (the report's camera line)
+    listen_bias: float = 0.0  # added to the <|listen|> logit at each decision
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,8 @@ def render_duplex_markdown(
         "",
         f"- command: `{info.command}`",
         f"- data: `{info.data}` ({scope}); outputs and per-policy reports: `{info.out}/<policy>/`",
-        f"- engines: `{info.engines}`; seed {info.seed}, temperature {info.temperature:g}",
+        f"- engines: `{info.engines}`; seed {info.seed}, temperature {info.temperature:g}"
+        + (f", listen bias {info.listen_bias:g}" if info.listen_bias else ""),
         f"- camera: {info.camera}",
         f"- wall time: {info.wall_s:.1f} s with {info.jobs} job(s)",
     ]

@@ -13,7 +13,14 @@ from pydantic.fields import FieldInfo
 
 from venus.daemon.config.schema import ModelConfig
 
-__all__ = ["add_temperature", "daemon_temperature", "temperature_arg", "temperature_bounds"]
+__all__ = [
+    "add_temperature",
+    "daemon_temperature",
+    "listen_bias_arg",
+    "model_bounds",
+    "temperature_arg",
+    "temperature_bounds",
+]
 
 
 def daemon_temperature() -> float:
@@ -23,7 +30,12 @@ def daemon_temperature() -> float:
 
 def temperature_bounds() -> tuple[float, float]:
     """The inclusive range the daemon's configuration allows for ``[model] temperature``."""
-    (info,) = [f.default for f in dataclasses.fields(ModelConfig) if f.name == "temperature"]
+    return model_bounds("temperature")
+
+
+def model_bounds(name: str) -> tuple[float, float]:
+    """The inclusive range the daemon's configuration allows for ``[model] name``."""
+    (info,) = [f.default for f in dataclasses.fields(ModelConfig) if f.name == name]
     low, high = float("-inf"), float("inf")
     for m in info.metadata if isinstance(info, FieldInfo) else ():
         if isinstance(m, annotated_types.Ge) and isinstance(m.ge, (int, float)):
@@ -58,5 +70,20 @@ def temperature_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text} is out of range; give {low:g} to {high:g} (0 is greedy), the range of "
             "the daemon's [model] temperature"
+        )
+    return value
+
+
+def listen_bias_arg(text: str) -> float:
+    """``--listen-bias``'s argparse type: a number within ``[model] listen_bias``'s range."""
+    low, high = model_bounds("listen_bias")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not low <= value <= high:  # NaN included
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range; give {low:g} to {high:g}, the range of the daemon's "
+            "[model] listen_bias"
         )
     return value

@@ -102,6 +102,11 @@ class ModelConfig:
         le=20.0,
         description="Added to the <|listen|> logit at each decision; > 0 talks less.",
     )
+    call_grammar: StrictBool = Field(
+        default=True,
+        description="Decode <|delegate|> spans under a grammar of the capabilities online "
+        "(their input schemas), so every call parses; false: the model's text as is.",
+    )
 
 
 @dataclass(config=_SECTION)

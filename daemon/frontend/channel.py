@@ -9,12 +9,14 @@ frontends (omni and audio) use this one interface.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.capabilities.contract import Contract
 from venus.daemon.frontend.playback import PlaybackEvent
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,9 @@ class InjectedResult:
 
 
 class HarnessChannel(Protocol):
+    def contracts(self) -> Sequence[Contract]:
+        """The capabilities a delegation may call now (a span's grammar is made of them)."""
+
     def delegate(self, delegation: Delegation) -> None:
         """Capture a delegation (returns at once; the work runs in the background)."""
 
@@ -66,6 +71,9 @@ class HarnessChannel(Protocol):
 
 class NoHarness:
     """No background loop: delegations are only logged, no result arrives."""
+
+    def contracts(self) -> Sequence[Contract]:
+        return ()
 
     def delegate(self, delegation: Delegation) -> None:
         log.info(

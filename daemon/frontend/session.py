@@ -125,6 +125,7 @@ def open_frontend(
         speech_tokens=s.speech_tokens_per_chunk,
         max_context_tokens=s.max_context_tokens,
         sink_tokens=s.sink_tokens,
+        call_grammar=cfg.model.call_grammar,
     )
     deadlines = Deadlines(s.chunk_s, enabled=s.deadlines and not clock.offline)
     samplers = make_samplers(cfg, engines)
@@ -187,7 +188,8 @@ def warm_up(frontend: Frontend) -> float:
     s = step.schedule
     speak = LogitBias({e.token_id("<|speak|>"): WARM_UP_SPEAK_BIAS})
     samplers = Samplers(Sampler(bias=speak), Sampler(), Sampler())
-    dry = ChunkStep(e, NoHarness(), samplers, Deadlines(s.chunk_s, enabled=False), step.settings)
+    settings = dataclasses.replace(step.settings, call_grammar=False)  # no calls here
+    dry = ChunkStep(e, NoHarness(), samplers, Deadlines(s.chunk_s, enabled=False), settings)
     frame = None
     if e.vision is not None:
         size = s.image_size or VISION_SIZE

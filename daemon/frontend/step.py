@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.daemon.frontend.call_grammar import WRAP_UP, CallGrammar, SpanMatcher
 from venus.daemon.frontend.channel import Delegation, HarnessChannel, InjectedResult
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
@@ -50,6 +51,7 @@ class StepSettings:
     speech_tokens: int = 0  # speech tokens per chunk; 0: the model's rate x chunk
     max_context_tokens: int = 8192
     sink_tokens: int = 64
+    call_grammar: bool = True  # delegation spans decoded under the capabilities' grammar
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class ChunkStep:
         self.mel = LogMel.from_schedule(self.schedule)
         self.samplers = samplers
         self.speech_tokens = settings.speech_tokens or self.schedule.speech_tokens
+        self.calls = CallGrammar.open(engines.tokenizer) if settings.call_grammar else None
 
     def new_stream(self) -> Stream:
         e = self.engines
@@ -294,14 +297,15 @@ class ChunkStep:
         hidden: list[NDArray[Any]] = []
         spoken: list[int] = []
         span: list[int] | None = None  # an open <|delegate|> span
+        grammar: SpanMatcher | None = None  # where that span is in the call grammar
         steps = self.settings.max_text_tokens + 2 * DELEGATION_BUDGET  # a hard stop
         while steps and (span is not None or len(spoken) < self.settings.max_text_tokens):
             steps -= 1
-            sampler = self.samplers.text
-            allowed = v.delegating if span is not None else v.speaking
-            token = sampler.choose(allowed(sampler.scores(res.logits[0, -1])))
+            token = self._next(res.logits[0, -1], span, grammar, steps)
             if span is not None and token != v["<|/delegate|>"]:
                 span.append(token)
+                if grammar is not None:
+                    grammar.consume(token)
                 if len(span) >= DELEGATION_BUDGET:
                     break  # closed below as cut off
             elif span is not None:
@@ -315,6 +319,8 @@ class ChunkStep:
                 break
             elif token == v["<|delegate|>"]:
                 span = []
+                if self.calls is not None:
+                    grammar = self.calls.start(self.harness.contracts())
             res = e.backbone.step(np.array([[token]]), stream.backbone)
             if span is None and token < v.text_vocab:
                 spoken.append(token)
@@ -327,6 +333,24 @@ class ChunkStep:
         out.text = e.tokenizer.decode(spoken)
         out.text_tokens = len(spoken)
         return hidden
+
+    def _next(
+        self, logits: NDArray[Any], span: list[int] | None, grammar: SpanMatcher | None, steps: int
+    ) -> int:
+        """The next token after ``<|speak|>``: text or what structures it, or inside a span
+        the call (under the grammar, if one runs); ``steps`` more may follow this one."""
+        v, sampler = self.vocab, self.samplers.text
+        scores = sampler.scores(logits)
+        if span is None:
+            scores = v.speaking(scores)
+            if self.calls is not None and steps < WRAP_UP:  # no room to finish a call
+                scores[v["<|delegate|>"]] = -np.inf
+        else:
+            scores = v.delegating(scores)
+            if grammar is not None:
+                left = min(DELEGATION_BUDGET - len(span), steps + 1)  # choices left
+                scores = grammar.restrict(scores, v["<|/delegate|>"], left)
+        return sampler.choose(scores)
 
     def _delegation(
         self, stream: Stream, index: int, span: list[int], truncated: bool, out: ChunkResult

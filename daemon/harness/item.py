@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,14 @@ from venus.daemon.harness.states import State
 
 def new_item_id() -> str:
     return uuid.uuid4().hex
+
+
+def seeded_item_ids(seed: int) -> Callable[[], str]:
+    """Item ids drawn from ``seed``: an offline run (``venus demo``, ``venus eval
+    delegation``) makes the same ids each time, so the results it injects, which name
+    their item, and all that follows from them are the same too."""
+    rng = random.Random(seed)
+    return lambda: uuid.UUID(int=rng.getrandbits(128), version=4).hex
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from venus.capabilities.contract import Contract
 from venus.capabilities.transport import Transport, TransportEvent
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent, Played, Stopped
@@ -38,8 +39,9 @@ FINISHED = frozenset(
 
 
 class Harness:
-    def __init__(self, core: HarnessCore) -> None:
+    def __init__(self, core: HarnessCore, ids: Callable[[], str] = new_item_id) -> None:
         self.core = core
+        self.ids = ids  # the id of each item the frontend's delegations make
         self._commands: queue.Queue[Command | None] = queue.Queue()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -50,9 +52,10 @@ class Harness:
         journal: Path,
         transports: Sequence[Transport],
         settings: HarnessSettings | None = None,
+        ids: Callable[[], str] = new_item_id,
     ) -> Harness:
         j = Journal.open(journal)
-        return cls(HarnessCore(j, EvidenceStore(j.evidence_dir), transports, settings))
+        return cls(HarnessCore(j, EvidenceStore(j.evidence_dir), transports, settings), ids)
 
     # --- life ----------------------------------------------------------------------------
     def start(self, resume: bool = True) -> None:
@@ -130,14 +133,23 @@ class Harness:
                 self._changed.wait(min(left, 0.5))
 
     # --- the frontend's HarnessChannel ---------------------------------------------------
+    def contracts(self) -> Sequence[Contract]:
+        """Every capability reachable now, by name; the first transport's wins (as
+        ``HarnessCore.route`` routes a call)."""
+        offered: dict[str, Contract] = {}
+        for transport in self.core.transports:
+            for contract in transport.contracts():
+                offered.setdefault(contract.name, contract)
+        return tuple(offered.values())
+
     def delegate(self, delegation: Delegation) -> None:
         """A delegation from the frontend: a new call (maybe superseding an earlier one:
         revise / replace), or a decision on an earlier item (cancel / retry)."""
         d = delegation
         if d.action == "call" and d.target is None:
-            self.submit(_capture_of(d, None))
+            self.submit(_capture_of(d, None, self.ids()))
             return
-        self.post(functools.partial(_decide, d=d, new_id=new_item_id()))
+        self.post(functools.partial(_decide, d=d, new_id=self.ids()))
 
     def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
         self.core.session_id = session_id  # offers of other sessions are stale from now
@@ -163,8 +175,9 @@ def _tick(core: HarnessCore) -> None:
     return None
 
 
-def _capture_of(d: Delegation, supersedes: str | None) -> Capture:
+def _capture_of(d: Delegation, supersedes: str | None, item_id: str) -> Capture:
     return Capture(
+        item_id=item_id,
         capability=d.name,
         arguments=d.arguments,
         session_id=d.session_id,
@@ -184,14 +197,14 @@ def _decide(core: HarnessCore, d: Delegation, new_id: str) -> None:
             "chunk %d: %s names no item of this session: %r", d.chunk_index, d.action, d.target
         )
         if d.action == "call":  # a revision of something unknown is still a call
-            core.capture(_capture_of(d, None))
+            core.capture(_capture_of(d, None, new_id))
         return
     if d.action == "cancel":
         core.cancel(target, f"cancelled by the frontend at chunk {d.chunk_index}")
     elif d.action == "retry":
         core.retry(target, d.session_id, new_id)
     else:
-        core.capture(_capture_of(d, target))
+        core.capture(_capture_of(d, target, new_id))
 
 
 def _expire(core: HarnessCore, item_id: str) -> None:

@@ -351,6 +351,8 @@ def test_the_samples_run_with_the_temperature_given() -> None:
     assert (greedy.engines, greedy.seed, greedy.temperature) == (tiny, 2, 0.0)
     assert (greedy.top_p, greedy.listen_bias) == (daemon.top_p, daemon.listen_bias)
     assert run_config(tiny, temperature=1.5).model.temperature == 1.5
+    assert daemon.call_grammar and run_config(tiny).model.call_grammar
+    assert not run_config(tiny, call_grammar=False).model.call_grammar
 
 
 def test_cli_runs_the_tiny_engines_with_the_harness(
@@ -376,6 +378,13 @@ def test_cli_runs_the_tiny_engines_with_the_harness(
         assert f["unnecessary_rate"] == pytest.approx(1 - f["precision"])
     assert (out / "delegation.md").read_text().startswith("# Delegation scores")
     assert "delegation.json" in capsys.readouterr().out
+    # under the capabilities' grammar (the default) every span it wrote parsed
+    assert f["malformed"] == 0
+    free = tmp_path / "free"
+    assert main(["eval", "delegation", "--data", str(delegation_set), "--out", str(free),
+                 "--others", "1", "--temperature", "0", "--free-calls"]) == 0  # fmt: skip
+    report = json.loads((free / "delegation.json").read_text())
+    assert report["system"] == "venus tiny (model, temperature 0, free calls)"
 
 
 def test_an_engine_that_delegates_is_answered_heard_and_scored(
@@ -447,6 +456,8 @@ def test_cli_refuses_bad_inputs_with_the_message(
     assert main([*args, "--data", str(delegation_set), "--reference", "--policy", "vad"]) == 1
     assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--reference", "--temperature", "0"]) == 1
-    assert "--temperature go with a run" in capsys.readouterr().err
+    assert "--temperature and --free-calls go with a run" in capsys.readouterr().err
+    assert main([*args, "--data", str(delegation_set), "--reference", "--free-calls"]) == 1
+    assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--hypothesis", str(tmp_path)]) == 1
     assert "no <sample id>/timeline.jsonl" in capsys.readouterr().err

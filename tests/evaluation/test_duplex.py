@@ -14,12 +14,14 @@ import os
 import subprocess
 import sys
 import wave
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from support.frontend import chunk_record
 from support.scripted import Scripted
 
+from venus.capabilities.contract import Contract
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent
@@ -114,6 +116,9 @@ def test_the_timeline_rule_decides_by_reply_not_by_pause() -> None:
 
 class ResultAtChunk1:
     """A harness that injects one result at chunk 1 and drops everything else."""
+
+    def contracts(self) -> Sequence[Contract]:
+        return ()
 
     def delegate(self, delegation: Delegation) -> None:
         return None

@@ -46,3 +46,23 @@ def test_a_temperature_outside_the_daemons_range_is_a_usage_error_naming_it(
 
 def test_the_bounds_are_the_configuration_schemas() -> None:
     assert temperature_bounds() == (0.0, 2.0)  # daemon/config/schema.py, ModelConfig
+
+
+def test_the_listen_bias_of_a_duplex_run_is_the_daemons_setting_within_its_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pathlib import Path
+
+    from venus.evaluation.duplex import DuplexSetup
+    from venus.evaluation.sampling import model_bounds
+
+    parser = build_parser()
+    duplex = COMMANDS[0]
+    assert parser.parse_args(duplex).listen_bias == VenusConfig().model.listen_bias == 0.0
+    assert parser.parse_args([*duplex, "--listen-bias", "-1.5"]).listen_bias == -1.5
+    assert model_bounds("listen_bias") == (-20.0, 20.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args([*duplex, "--listen-bias", "21"])
+    assert "give -20 to 20" in capsys.readouterr().err
+    cfg = DuplexSetup(Path("engines"), listen_bias=-1.5).config()
+    assert cfg.model.listen_bias == -1.5 and cfg.model.engines == Path("engines")

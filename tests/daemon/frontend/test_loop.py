@@ -11,6 +11,7 @@ import dataclasses
 import json
 import threading
 import wave
+from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from conftest import TinyExport
 from support.frontend import config, read_wav, write_video, write_wav
 from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
+from venus.capabilities.contract import Contract
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.offline import OfflineRun, run_offline
@@ -41,6 +43,9 @@ class Harness:
         self.delegations: list[Delegation] = []
         self.events: list[PlaybackEvent] = []
         self.replies: list[tuple[int, tuple[str, ...]]] = []
+
+    def contracts(self) -> Sequence[Contract]:
+        return ()
 
     def delegate(self, delegation: Delegation) -> None:
         self.delegations.append(delegation)

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import wave
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from conftest import TinyExport
 from support.frontend import config, read_wav
 from support.scripted import Scripted
 
+from venus.capabilities.contract import Contract
 from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.offline import OfflineRun, run_offline
@@ -145,6 +147,9 @@ class Harness:
 
     def __init__(self, results: dict[int, list[InjectedResult]]) -> None:
         self.inject = results
+
+    def contracts(self) -> Sequence[Contract]:
+        return ()
 
     def delegate(self, delegation: Delegation) -> None:
         return None

@@ -135,3 +135,32 @@ def test_evidence_keeps_audio_and_frame_only_when_the_contract_asks(tmp_path: Pa
     decoded = cv2.imdecode(jpeg, cv2.IMREAD_COLOR)
     assert abs(int(decoded.mean()) - 200) < 5  # frozen before the frontend's change
     assert payload["audio"]["bytes"] == 44 + 10 * 16000 * 2  # a WAV of the last 10 s
+
+
+def test_the_frontend_sees_each_capability_once_and_offline_item_ids_repeat(
+    tmp_path: Path,
+) -> None:
+    from venus.daemon.frontend.channel import Delegation
+    from venus.daemon.harness.item import seeded_item_ids
+
+    shadow = Contract(name="weather", description="a second worker's weather")
+    clock = Contract(name="clock")
+    first = InProcessTransport([Capability(WEATHER, weather)])
+    second = InProcessTransport([Capability(shadow, weather), Capability(clock, weather)])
+    made = []
+    for run in range(2):
+        with Harness.open(
+            tmp_path / f"j{run}.sqlite3", [first, second], ids=seeded_item_ids(7)
+        ) as h:
+            # what a span's grammar is built from: one contract a name, routed as a call is
+            assert list(h.contracts()) == [WEATHER, clock]
+            h.delegate(Delegation(SESSION, 0, "weather", {"city": "Lyon"}, "{}"))
+            h.delegate(Delegation(SESSION, 1, "clock", {}, "{}"))
+            deadline = time.monotonic() + 10
+            while len(h.core.journal.items(session_id=SESSION)) < 2:
+                assert time.monotonic() < deadline, "the harness never recorded the items"
+                time.sleep(0.05)
+            made.append(sorted(i.id for i in h.core.journal.items(session_id=SESSION)))
+    ids = seeded_item_ids(7)
+    assert made[0] == made[1] == sorted([ids(), ids()])
+    assert seeded_item_ids(8)() not in made[0]
