@@ -297,6 +297,7 @@ examples:
 
 def _score(args: argparse.Namespace) -> int:
     from venus.evaluation.metrics import DEFAULT_RULES
+    from venus.evaluation.reference import passes, reference_scores
     from venus.evaluation.score import find_samples, score_samples
     from venus.evaluation.summary import summarize, write_report
 
@@ -304,7 +305,10 @@ def _score(args: argparse.Namespace) -> int:
     log.info("scoring %d samples of %s against %s", len(refs), args.data, args.outputs)
     scores = score_samples(refs, args.outputs, rules=DEFAULT_RULES)
     system = args.system or args.outputs.resolve().name
-    report = summarize(system, args.data, args.outputs, scores, DEFAULT_RULES)
+    # which posed overlaps the data's own assistant passes (a venus datagen set only)
+    data_said = reference_scores(refs, args.out / "reference", DEFAULT_RULES)
+    passable = None if data_said is None else passes(data_said)
+    report = summarize(system, args.data, args.outputs, scores, DEFAULT_RULES, passable)
     json_path, md_path = write_report(report, args.out)
     for s in report.scenarios:
         print(f"{s.task}: {s.headline} {100 * s.headline_rate:.1f}% of {s.samples}")  # noqa: T201

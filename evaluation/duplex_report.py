@@ -36,6 +36,7 @@ from venus.evaluation.asr import normalise_text
 from venus.evaluation.duplex import DuplexRun
 from venus.evaluation.metrics import Behaviour, Rules
 from venus.evaluation.published import published_markdown
+from venus.evaluation.reference import REFERENCE, passes, reference_scores
 from venus.evaluation.score import SampleRef, SampleScore, find_samples
 from venus.evaluation.source import data_reply
 from venus.evaluation.summary import ScoreReport, render_markdown, summarize, write_report
@@ -161,12 +162,24 @@ def write_duplex_report(
     """Every report of the module doc; returns the combined ``report.json`` and
     ``report.md``."""
     out = Path(info.out)
+    refs = find_samples(Path(info.data))
+    scored = {(s.task, s.sample_id) for run in runs for s in run.scores}
+    data_said = reference_scores(
+        [r for r in refs if (r.task, r.sample_id) in scored], out / "reference", rules
+    )
+    passable = None if data_said is None else passes(data_said)
     reports = []
     for run in runs:
-        report = summarize(run.policy, Path(info.data), out / run.policy, run.scores, rules)
+        report = summarize(
+            run.policy, Path(info.data), out / run.policy, run.scores, rules, passable
+        )
         write_report(report, out / run.policy)
         reports.append(report)
-    refs = find_samples(Path(info.data))
+    reference = None
+    if data_said is not None:  # the data's own assistant, scored by the same rules
+        reference = summarize(
+            REFERENCE, Path(info.data), out / "reference", data_said, rules, passable
+        )
     replies = {ref: text for ref in refs if (text := data_reply(ref)) is not None}
     timelines = [
         timeline_summary(run.scores, first_replies(out, run.policy, replies)) for run in runs
@@ -186,10 +199,19 @@ def write_duplex_report(
             }
             for run, report, timeline in zip(runs, reports, timelines, strict=True)
         ],
+        "reference": None
+        if reference is None
+        else {
+            "system": REFERENCE,
+            "outputs": "reference",
+            "scenarios": [asdict(s) for s in reference.scenarios],
+        },
     }
     json_path, md_path = out / REPORT_JSON, out / REPORT_MD
     json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(render_duplex_markdown(reports, timelines, info), encoding="utf-8")
+    md_path.write_text(
+        render_duplex_markdown(reports, timelines, info, reference), encoding="utf-8"
+    )
     write_plots(runs, reports, refs, out)
     return json_path, md_path
 
@@ -235,8 +257,11 @@ def render_duplex_markdown(
     reports: Sequence[ScoreReport],
     timelines: Sequence[Sequence[TimelineSummary]],
     info: RunInfo,
+    reference: ScoreReport | None = None,
 ) -> str:
-    lines = [render_markdown(reports).rstrip("\n"), "", "## Timeline labels", ""]
+    """The policies side by side (and the data's own assistant, where the data has it)."""
+    shown = [*reports] if reference is None else [*reports, reference]
+    lines = [render_markdown(shown).rstrip("\n"), "", "## Timeline labels", ""]
     lines.append(
         "What the daemon's timeline decided for each overlap (`evaluation/hints.py`), before "
         "the output audio confirms it; `confirmed`: the audio gave the same label; `speech "

@@ -26,7 +26,10 @@ asking for the floor, without our data's stop requests and asides to a waiting
 assistant, where the headline's behaviour would be wrong. None on data without actions
 (v1.5's own, where every sample is posed). The **by type** table splits each task by our
 data's ``type`` (an interruption's intent, an aside while speaking or waiting, the
-background's source) with the action the data calls for.
+background's source) with the action the data calls for. The **rate where the data
+passes** is the headline over the posed samples the data's own assistant passes
+(``evaluation/reference.py``: where its reply ends or pauses within the grace end,
+v1.5's rule cannot credit carrying on); None where the data has no assistant track.
 
 v1 measures: the take-over rate (TOR) for interruptions (v1.5 ``user_interruption`` and
 v1 ``synthetic_user_interruption``) and pause handling, and turn-taking TOR and latency.
@@ -38,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +125,8 @@ class ScenarioSummary:
     headline_rate_playing: float | None  # the headline label's share of those; None if none
     posed_samples: int  # samples whose data's action is the headline's behaviour (POSED)
     headline_rate_posed: float | None  # the headline label's share of those; None if none
+    passable_samples: int | None = None  # of those, the ones the data's assistant passes
+    headline_rate_passable: float | None = None  # the headline's share of those
 
 
 @dataclass(frozen=True)
@@ -161,9 +166,15 @@ class ScoreReport:
 
 
 def summarize(
-    system: str, data: Path, outputs: Path, samples: Sequence[SampleScore], rules: Rules
+    system: str,
+    data: Path,
+    outputs: Path,
+    samples: Sequence[SampleScore],
+    rules: Rules,
+    passable: Mapping[tuple[str, str], bool] | None = None,
 ) -> ScoreReport:
-    """The report of ``samples`` (one system's scores)."""
+    """The report of ``samples`` (one system's scores); ``passable``: (task, id) ->
+    whether the data's own assistant passes it (``reference.passes``), if known."""
     tasks = sorted({s.task for s in samples})
     scenarios = []
     v1 = []
@@ -171,7 +182,7 @@ def summarize(
         group = [s for s in samples if s.task == task]
         overlaps = [s for s in group if s.overlap is not None]
         if overlaps:
-            summary = _scenario(task, overlaps)
+            summary = _scenario(task, overlaps, passable)
             scenarios.append(summary)
             if summary.scenario == "interruption":
                 v1.append(
@@ -186,7 +197,9 @@ def summarize(
     )
 
 
-def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
+def _scenario(
+    task: str, group: list[SampleScore], passable: Mapping[tuple[str, str], bool] | None
+) -> ScenarioSummary:
     outcomes = [s.overlap for s in group if s.overlap is not None]
     n = len(outcomes)
     labels = Counter(o.label for o in outcomes)
@@ -199,7 +212,8 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
     interruption = scenario == "interruption"
     headline = _headline(scenario)
     playing = sum(why[w] for w in PLAYING)
-    posed = [s.overlap.label for s in group if s.overlap and s.action in POSED[headline]]
+    posed = [s for s in group if s.overlap and s.action in POSED[headline]]
+    fair = None if passable is None else [s for s in posed if passable.get((s.task, s.sample_id))]
     return ScenarioSummary(
         task=task,
         scenario=scenario,
@@ -224,8 +238,17 @@ def _scenario(task: str, group: list[SampleScore]) -> ScenarioSummary:
         playing_at_start=playing,
         headline_rate_playing=labels[headline] / playing if playing else None,
         posed_samples=len(posed),
-        headline_rate_posed=posed.count(headline) / len(posed) if posed else None,
+        headline_rate_posed=_share(posed, headline),
+        passable_samples=None if fair is None else len(fair),
+        headline_rate_passable=None if fair is None else _share(fair, headline),
     )
+
+
+def _share(group: Sequence[SampleScore], label: Behaviour) -> float | None:
+    """The share of ``group`` labelled ``label``; None if it is empty."""
+    if not group:
+        return None
+    return sum(s.overlap is not None and s.overlap.label == label for s in group) / len(group)
 
 
 def _v1_turns(task: str, group: list[SampleScore]) -> V1Summary:
@@ -256,13 +279,15 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     lines += _table(
         ["task", "system", "n", "headline", "rate", "RESPOND", "RESUME", "UNCERTAIN",
          "stop rate", "TOR", "action met", "playing at start", "rate when playing",
-         "rate as posed"],
+         "rate as posed", "where the data passes"],
         [
             [s.task, r.system, str(s.samples), s.headline, pct(s.headline_rate),
              pct(s.respond_rate), pct(s.resume_rate), pct(s.uncertain_rate),
              pct(s.stop_rate), pct(s.take_over_rate), pct(s.action_rate),
              str(s.playing_at_start), pct(s.headline_rate_playing),
-             f"{pct(s.headline_rate_posed)} of {s.posed_samples}"]
+             f"{pct(s.headline_rate_posed)} of {s.posed_samples}",
+             "-" if s.passable_samples is None
+             else f"{pct(s.headline_rate_passable)} of {s.passable_samples}"]
             for s, r in _by_task(reports)
         ],
     )  # fmt: skip

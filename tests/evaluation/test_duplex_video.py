@@ -26,34 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "demo" / "engines" / "tiny"
 
 
-@pytest.fixture(scope="module")
-def video_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short `venus datagen` set with Full-Duplex-Bench cuts: video-group samples with
-    overlap events (proactive duplex), and an audio-group one."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    config = parse_config(
-        {
-            "samples": 4,
-            "duration": {"min_s": 10.0, "max_s": 18.0},
-            "mix": {
-                "sampling": "stratified",
-                "group": {"video": 0.5, "audio": 0.5},
-                "category": {
-                    "offline_understanding": 0.0,
-                    "proactive_duplex": 1.0,
-                    "delegation": 0.0,
-                },
-            },
-            "output": {"full_duplex_bench": True, "timeline_plots": 0},
-        }
-    )
-    out = tmp_path_factory.mktemp("video") / "set"
-    run(config, out, seed=5)
-    return out
-
-
 def metadata(ref: SampleRef) -> dict[str, object]:
     data = json.loads(ref.annotation.read_text())
     assert isinstance(data, dict)
