@@ -61,29 +61,24 @@ def add_temperature(parser: argparse.ArgumentParser) -> None:
 def temperature_arg(text: str) -> float:
     """``--temperature``'s argparse type: a number within :func:`temperature_bounds`
     (argparse names the option in its error)."""
-    low, high = temperature_bounds()
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not low <= value <= high:  # NaN included
-        raise argparse.ArgumentTypeError(
-            f"{text} is out of range; give {low:g} to {high:g} (0 is greedy), the range of "
-            "the daemon's [model] temperature"
-        )
-    return value
+    return _model_number(text, "temperature", " (0 is greedy)")
 
 
 def listen_bias_arg(text: str) -> float:
     """``--listen-bias``'s argparse type: a number within ``[model] listen_bias``'s range."""
-    low, high = model_bounds("listen_bias")
+    return _model_number(text, "listen_bias")
+
+
+def _model_number(text: str, name: str, hint: str = "") -> float:
+    """``text`` as a number within the range of ``[model] name``, else an argparse error."""
+    low, high = model_bounds(name)
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not low <= value <= high:  # NaN included
         raise argparse.ArgumentTypeError(
-            f"{text} is out of range; give {low:g} to {high:g}, the range of the daemon's "
-            "[model] listen_bias"
+            f"{text} is out of range; give {low:g} to {high:g}{hint}, the range of the "
+            f"daemon's [model] {name}"
         )
     return value

@@ -20,10 +20,9 @@ from jsonschema import validators  # type: ignore[import-untyped]
 
 from venus.capabilities.contract import Contract
 from venus.daemon.frontend.call_grammar import CallGrammar, SpanMatcher
-from venus.daemon.frontend.channel import Delegation, InjectedResult
+from venus.daemon.frontend.channel import Delegation, NoHarness
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
-from venus.daemon.frontend.playback import PlaybackEvent
 from venus.daemon.frontend.step import ChunkInput, ChunkStep, Samplers, StepSettings
 from venus.datagen.domains import DOMAINS
 from venus.datagen.domains_contracts import contracts
@@ -184,7 +183,7 @@ def test_a_schema_it_cannot_compile_is_called_with_any_object(
 # --- the whole step ----------------------------------------------------------------------
 
 
-class Registry:
+class Registry(NoHarness):
     """A harness channel with the mock domains online; it keeps what it is given."""
 
     def __init__(self) -> None:
@@ -195,15 +194,6 @@ class Registry:
 
     def delegate(self, delegation: Delegation) -> None:
         self.delegations.append(delegation)
-
-    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
-        return []
-
-    def replying(self, session_id: str, reply_id: int, item_ids: tuple[str, ...]) -> None:
-        return None
-
-    def playback(self, event: PlaybackEvent) -> None:
-        return None
 
 
 def delegating_step(
