@@ -287,7 +287,9 @@ def evaluate(
         name = hypothesis.resolve().name
     else:
         engines = engines or default_engines()
-        hypothesis = run_samples(samples, out, engines, policy, 0, temperature, call_grammar)
+        hypothesis = run_samples(
+            samples, out, engines, policy, temperature=temperature, call_grammar=call_grammar
+        )
         how = [policy]
         if temperature is not None and temperature != daemon_temperature():
             how.append(f"temperature {temperature:g}")

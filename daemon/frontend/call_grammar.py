@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import llguidance
 import numpy as np
 from numpy.typing import NDArray
+from tokenizers import Tokenizer as HFTokenizer
 
 from venus.capabilities.contract import Contract
 from venus.engines.tokenizer import Tokenizer
@@ -108,7 +109,7 @@ class CallGrammar:
     capabilities last seen (compiled again only when they change)."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        hf = tokenizer.hf.__class__.from_str(tokenizer.hf.to_str())  # a copy to add END to
+        hf = HFTokenizer.from_str(tokenizer.hf.to_str())  # a copy to add END to
         hf.add_special_tokens([END])
         end = hf.token_to_id(END)
         if end is None:

@@ -319,8 +319,7 @@ class ChunkStep:
                 break
             elif token == v["<|delegate|>"]:
                 span = []
-                if self.calls is not None:
-                    grammar = self.calls.start(self.harness.contracts())
+                grammar = self._grammar(index)
             res = e.backbone.step(np.array([[token]]), stream.backbone)
             if span is None and token < v.text_vocab:
                 spoken.append(token)
@@ -333,6 +332,17 @@ class ChunkStep:
         out.text = e.tokenizer.decode(spoken)
         out.text_tokens = len(spoken)
         return hidden
+
+    def _grammar(self, index: int) -> SpanMatcher | None:
+        """The grammar a span opened in chunk ``index`` is decoded under (None: freely,
+        with a warning if it could not be made: the span is still parsed as it comes)."""
+        if self.calls is None:
+            return None
+        try:
+            return self.calls.start(self.harness.contracts())
+        except EngineError as e:
+            log.warning("chunk %d: the delegation span decodes freely: %s", index, e)
+            return None
 
     def _next(
         self, logits: NDArray[Any], span: list[int] | None, grammar: SpanMatcher | None, steps: int

@@ -197,9 +197,13 @@ class Registry(NoHarness):
 
 
 def delegating_step(
-    engines: Engines, harness: Registry, call_grammar: bool
+    engines: Engines,
+    harness: Registry,
+    call_grammar: bool,
+    calls: CallGrammar | None = None,
 ) -> tuple[list[ParsedCall], int]:
-    """One chunk of random engines made to speak and to open a span at every chance."""
+    """One chunk of random engines made to speak and to open a span at every chance
+    (``calls``: the step's grammar replaced)."""
     push = LogitBias({engines.token_id("<|delegate|>"): 1e4})
     samplers = Samplers(
         control=Sampler(bias=LogitBias({engines.token_id("<|speak|>"): 1e4})),
@@ -208,6 +212,8 @@ def delegating_step(
     )
     settings = StepSettings(call_grammar=call_grammar)
     step = ChunkStep(engines, harness, samplers, Deadlines(1.0, enabled=False), settings)
+    if calls is not None:
+        step.calls = calls
     rate = engines.manifest.schedule.sample_rate_in
     noise = np.random.default_rng(3).normal(0, 0.1, rate).astype(np.float32)
     out = step(step.new_stream(), ChunkInput(0, 0.0, noise, None))
@@ -225,3 +231,24 @@ def test_random_engines_delegate_only_well_formed_calls_under_the_grammar(
     names = {c.name for c in calls if c.action == "call"}
     assert names <= set(contracts())
     assert delegated == len(calls)  # each one reached the harness
+
+
+def test_a_grammar_that_fails_to_start_leaves_the_span_to_the_model(
+    tiny_export: TinyExport, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chunk goes on (the daemon degrades): the span decodes freely, is parsed as it
+    comes, and a warning says why."""
+    engines = Engines.open(tiny_export.engines, EngineOptions(providers=("cpu",)))
+
+    class Broken(CallGrammar):
+        def start(self, contracts: Sequence[Contract]) -> SpanMatcher:
+            raise EngineError("the grammar compiler is out of order")
+
+    with caplog.at_level(logging.WARNING):
+        calls, _ = delegating_step(
+            engines, Registry(), call_grammar=True, calls=Broken(engines.tokenizer)
+        )
+    assert calls and not any(c.valid for c in calls)  # free text of random weights
+    assert "the delegation span decodes freely: the grammar compiler is out of order" in (
+        caplog.text
+    )
