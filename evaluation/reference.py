@@ -10,8 +10,9 @@ A posed overlap is **passable** when the data's assistant gets the headline labe
 the **rate where the data passes** is the headline over those (``evaluation/summary.py``),
 the figure that 100% is possible on.
 
-``write_reference_outputs`` writes each cut's output (``OUT/<task>/<id>/output.wav``, to
-listen to and to score with ``venus eval score``); ``reference_scores`` scores them.
+``write_reference_outputs`` writes each cut's output (``OUT/<task>/<id>/output.wav`` and
+``conversation.wav``, as ``venus run --offline`` writes them: to listen to, and to score
+with ``venus eval score``); ``reference_scores`` scores them.
 Both return None where a cut has no source sample with an assistant track (the
 benchmark's own data, or its folders copied alone): there is nothing to compare with.
 """
@@ -22,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import soxr  # type: ignore[import-untyped, unused-ignore]
+from numpy.typing import NDArray
 
-from venus.daemon.frontend.outputs import read_wav_mono, write_wav_mono
+from venus.daemon.frontend.outputs import read_wav_mono, write_outputs
 from venus.errors import EvaluationError
-from venus.evaluation.metrics import DEFAULT_RULES, Behaviour, Rules
+from venus.evaluation.metrics import DEFAULT_RULES, Rules
 from venus.evaluation.score import SampleRef, SampleScore, score_sample
 from venus.evaluation.source import source_sample
+from venus.evaluation.summary import headline_label
 
 __all__ = ["REFERENCE", "passes", "reference_scores", "write_reference_outputs"]
 
@@ -38,7 +40,7 @@ REFERENCE = "the data's assistant"  # its name in the reports
 def write_reference_outputs(refs: Sequence[SampleRef], out: Path) -> Path | None:
     """Each cut's output as the data's assistant says it, under ``out``; None (nothing
     written) unless every cut has a source sample with an assistant track."""
-    sources = []
+    sources = []  # (cut, its source's assistant track, where the cut starts in it)
     for ref in refs:
         sample = source_sample(ref)
         files = sample.trajectory.get("files") if sample else None
@@ -46,23 +48,20 @@ def write_reference_outputs(refs: Sequence[SampleRef], out: Path) -> Path | None
         if sample is None or not name:
             return None
         sources.append((ref, sample.folder / str(name), sample.offset_s))
+    tracks: dict[Path, tuple[NDArray[np.float32], int]] = {}  # a sample's cuts share one
     for ref, track, offset_s in sources:
-        if not track.is_file():
-            raise EvaluationError(
-                f"{ref.annotation}: its source's {track} is missing; regenerate the set "
-                "(venus datagen resumes)"
-            )
-        cut, rate = read_wav_mono(ref.folder / "input.wav")
-        said, said_rate = read_wav_mono(track)
-        if said_rate != rate:
-            said = soxr.resample(said, said_rate, rate).astype(np.float32)
-        start = round(offset_s * rate)
-        output = np.zeros(cut.size, np.float32)
-        piece = said[start : start + cut.size]
-        output[: piece.size] = piece
-        folder = out / ref.task / ref.sample_id
-        folder.mkdir(parents=True, exist_ok=True)
-        write_wav_mono(folder / "output.wav", output, rate)
+        if track not in tracks:
+            if not track.is_file():
+                raise EvaluationError(
+                    f"{ref.annotation}: its source's {track} is missing; regenerate the set "
+                    "(venus datagen resumes)"
+                )
+            tracks[track] = read_wav_mono(track)
+        said, rate = tracks[track]
+        # aligned with the cut's input as the daemon's own outputs are (resampled, cut or
+        # padded to its length): output.wav and conversation.wav
+        write_outputs(out / ref.task / ref.sample_id, ref.folder / "input.wav",
+                      said[round(offset_s * rate) :], rate)  # fmt: skip
     return out
 
 
@@ -82,9 +81,8 @@ def reference_scores(
 def passes(scores: Sequence[SampleScore]) -> Mapping[tuple[str, str], bool]:
     """(task, sample id) -> whether the data's assistant gets the scenario's headline
     label there (RESPOND for an interruption, RESUME otherwise)."""
-    out = {}
-    for s in scores:
-        if s.overlap is not None:
-            want = Behaviour.RESPOND if s.scenario == "interruption" else Behaviour.RESUME
-            out[(s.task, s.sample_id)] = s.overlap.label == want
-    return out
+    return {
+        (s.task, s.sample_id): s.overlap.label == headline_label(s.scenario)
+        for s in scores
+        if s.overlap is not None
+    }

@@ -55,6 +55,7 @@ __all__ = [
     "ScenarioSummary",
     "ScoreReport",
     "V1Summary",
+    "headline_label",
     "render_markdown",
     "summarize",
     "write_report",
@@ -210,7 +211,7 @@ def _scenario(
         m for m in (action_met(s.action, s.overlap) for s in group if s.overlap) if m is not None
     ]
     interruption = scenario == "interruption"
-    headline = _headline(scenario)
+    headline = headline_label(scenario)
     playing = sum(why[w] for w in PLAYING)
     posed = [s for s in group if s.overlap and s.action in POSED[headline]]
     fair = None if passable is None else [s for s in posed if passable.get((s.task, s.sample_id))]
@@ -323,7 +324,7 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _headline(scenario: str) -> Behaviour:
+def headline_label(scenario: str) -> Behaviour:
     """The label a scenario's headline rate counts: answering an interruption, else
     carrying on."""
     return Behaviour.RESPOND if scenario == "interruption" else Behaviour.RESUME
@@ -339,7 +340,7 @@ def _type_rows(reports: Sequence[ScoreReport]) -> list[list[str]]:
                 groups.setdefault((x.task, x.scenario_type, k), []).append(x)
     rows = []
     for (task, kind, k), group in sorted(groups.items()):
-        label = _headline(group[0].scenario)
+        label = headline_label(group[0].scenario)
         pairs = [(x.action, x.overlap) for x in group if x.overlap is not None]
         met = [m for m in (action_met(a, o) for a, o in pairs) if m is not None]
         actions = Counter(a or "-" for a, _ in pairs)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -133,12 +134,15 @@ class CallGrammar:
     @classmethod
     def open(cls, tokenizer: Tokenizer) -> CallGrammar | None:
         """The grammar for these engines, or None (a warning: spans decode freely) where
-        llguidance cannot read their tokenizer."""
-        try:
-            return cls(tokenizer)
-        except EngineError as e:
-            log.warning("delegation spans decode without a grammar: %s", e)
-            return None
+        llguidance cannot read their tokenizer. Made once per tokenizer: every session
+        on the same engines (each sample of an evaluation) shares it."""
+        if tokenizer not in _OPENED:
+            try:
+                _OPENED[tokenizer] = cls(tokenizer)
+            except EngineError as e:
+                log.warning("delegation spans decode without a grammar: %s", e)
+                _OPENED[tokenizer] = None
+        return _OPENED[tokenizer]
 
     def start(self, contracts: Sequence[Contract]) -> SpanMatcher:
         """A matcher for one span, over these capabilities (empty: any name)."""
@@ -178,6 +182,9 @@ class CallGrammar:
         return messages[0] if is_error else ""
 
 
+_OPENED: weakref.WeakKeyDictionary[Tokenizer, CallGrammar | None] = weakref.WeakKeyDictionary()
+
+
 class SpanMatcher:
     """Where one span is in the grammar: which token may come next, and taking it."""
 
@@ -210,21 +217,22 @@ class SpanMatcher:
 
     def _wrap_up(self, out: NDArray[np.float64], close: int) -> NDArray[np.float64]:
         """``out`` kept only on the first kind of allowed token that heads for the end."""
-        allowed = np.isfinite(out)
-        if allowed[close]:
-            tiers = [np.arange(out.size) == close]
+        if np.isfinite(out[close]):  # the call is whole: end it
+            only = np.full_like(out, -np.inf)
+            only[close] = out[close]
+            return only
+        g = self.grammar
+        if self.in_string:
+            heads = [g.ends_string]
         else:
-            g = self.grammar
-            n = g.first.size
-            if self.in_string:
-                heads = [g.ends_string]
-            else:
-                heads = [(g.first == b"}") | (g.first == b"]"), g.first == b'"', g.first == b","]
-            tiers = [np.concatenate([h, np.zeros(out.size - n, bool)]) for h in heads]
-        for tier in tiers:
-            pick = allowed & tier
+            heads = [(g.first == b"}") | (g.first == b"]"), g.first == b'"', g.first == b","]
+        text = out[: g.first.size]
+        for head in heads:
+            pick = np.isfinite(text) & head
             if pick.any():
-                return np.where(pick, out, -np.inf)
+                steered = np.full_like(out, -np.inf)
+                steered[: g.first.size][pick] = text[pick]
+                return steered
         return out
 
     def consume(self, token: int) -> None:

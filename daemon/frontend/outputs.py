@@ -110,11 +110,6 @@ def _fit(samples: Samples, frames: int) -> Samples:
     return out
 
 
-def write_wav_mono(path: Path, samples: Samples, rate: int) -> None:
-    """``samples`` (mono, float in [-1, 1]) as a 16-bit PCM WAV file."""
-    _write_wav(path, samples[:, None], rate)
-
-
 def _write_wav(path: Path, channels: Samples, rate: int) -> None:
     """Write ``channels`` (frames x channels, float) as 16-bit PCM, clipped to [-1, 1]."""
     pcm = np.round(np.clip(channels, -1.0, 1.0) * _INT16_MAX).astype("<i2")

@@ -8,6 +8,7 @@ by ``venus export``, whose free text is anything but JSON.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -38,16 +39,10 @@ CLOSE = 10_000  # a stand-in id for <|/delegate|>, past every vocabulary here
 
 
 @pytest.fixture(scope="module")
-def tokenizer() -> Tokenizer:
-    manifest = json.loads((SHIPPED / "manifest.json").read_text())
-    text_vocab = min(manifest["special_tokens"].values())
-    return Tokenizer.open(SHIPPED / "tokenizer.json", text_vocab)
-
-
-@pytest.fixture(scope="module")
-def grammar(tokenizer: Tokenizer) -> CallGrammar:
-    made = CallGrammar.open(tokenizer)
+def grammar() -> CallGrammar:
+    made = CallGrammar.open(shipped_tokenizer())
     assert made is not None
+    assert CallGrammar.open(shipped_tokenizer()) is made  # made once per tokenizer
     return made
 
 
@@ -69,9 +64,14 @@ def accepts(grammar: CallGrammar, cs: Sequence[Contract], span: str) -> bool:
 
 def encode(text: str) -> list[int]:
     """Token ids of ``text`` as the shipped engines' tokenizer (Hugging Face) makes them."""
+    return shipped_tokenizer().encode(text)
+
+
+@functools.cache
+def shipped_tokenizer() -> Tokenizer:
     manifest = json.loads((SHIPPED / "manifest.json").read_text())
     text_vocab = min(manifest["special_tokens"].values())
-    return Tokenizer.open(SHIPPED / "tokenizer.json", text_vocab).encode(text)
+    return Tokenizer.open(SHIPPED / "tokenizer.json", text_vocab)
 
 
 def decode(
