@@ -175,6 +175,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     long = load_train_config(recipes / "venus-tiny-wide-long.toml")
     assert long.steps > wide.steps and (wide.keep, long.keep) == ("last", "balanced_events")
     assert dataclasses.replace(long, steps=wide.steps, keep="last") == wide
+    # scripts/gpu-round's: the same at four times the batch, for fewer steps
+    gpu_wide = load_train_config(recipes / "venus-tiny-wide-gpu.toml")
+    assert gpu_wide.batch_size == 4 * long.batch_size and gpu_wide.steps < long.steps
+    assert dataclasses.replace(gpu_wide, batch_size=long.batch_size, steps=long.steps) == long
 
 
 def _chunk(decision: str, delegate: int = 0, results: int = 0) -> dict[str, Any]:
