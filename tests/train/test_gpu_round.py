@@ -62,6 +62,11 @@ def test_a_round_trains_both_stages_and_packs_them_in_parts(
     assert missing.returncode == 1
     assert f"{tmp_path / 'voice'}/voice.json not found" in missing.stderr
     assert _round(tmp_path, "stop").returncode == 2
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "round.log").write_text("[1s] datagen: 6 samples\n")  # not ended
+    running = _round(tmp_path, "start")
+    assert running.returncode == 1 and "a round is running" in running.stderr
+    (tmp_path / "w" / "ended").touch()  # an ended round is made again from nothing
     voice_cfg = parse_voice_config({
         "units": {"k": 32, "iterations": 5},
         "flow": {"steps": 1, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
