@@ -168,10 +168,12 @@ def write_duplex_report(
         [r for r in refs if (r.task, r.sample_id) in scored], out / "reference", rules
     )
     passable = None if data_said is None else passes(data_said)
+    replies = {ref: text for ref in refs if (text := data_reply(ref)) is not None}
+    firsts = [first_replies(out, run.policy, replies) for run in runs]
     reports = []
-    for run in runs:
+    for run, first in zip(runs, firsts, strict=True):
         report = summarize(
-            run.policy, Path(info.data), out / run.policy, run.scores, rules, passable
+            run.policy, Path(info.data), out / run.policy, run.scores, rules, passable, first
         )
         write_report(report, out / run.policy)
         reports.append(report)
@@ -180,9 +182,8 @@ def write_duplex_report(
         reference = summarize(
             REFERENCE, Path(info.data), out / "reference", data_said, rules, passable
         )
-    replies = {ref: text for ref in refs if (text := data_reply(ref)) is not None}
     timelines = [
-        timeline_summary(run.scores, first_replies(out, run.policy, replies)) for run in runs
+        timeline_summary(run.scores, first) for run, first in zip(runs, firsts, strict=True)
     ]
     data: dict[str, Any] = {
         "format": FORMAT,

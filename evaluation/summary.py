@@ -128,6 +128,8 @@ class ScenarioSummary:
     headline_rate_posed: float | None  # the headline label's share of those; None if none
     passable_samples: int | None = None  # of those, the ones the data's assistant passes
     headline_rate_passable: float | None = None  # the headline's share of those
+    heard_samples: int | None = None  # of those, the ones whose first reply is the data's
+    headline_rate_heard: float | None = None  # the headline's share of those
 
 
 @dataclass(frozen=True)
@@ -173,9 +175,12 @@ def summarize(
     samples: Sequence[SampleScore],
     rules: Rules,
     passable: Mapping[tuple[str, str], bool] | None = None,
+    heard: Mapping[str, bool] | None = None,
 ) -> ScoreReport:
     """The report of ``samples`` (one system's scores); ``passable``: (task, id) ->
-    whether the data's own assistant passes it (``reference.passes``), if known."""
+    whether the data's own assistant passes it (``reference.passes``), if known;
+    ``heard``: ``task/id`` -> whether the system's first reply there opens as the data's
+    (``duplex_report.first_replies``: it heard the question, roughly), if known."""
     tasks = sorted({s.task for s in samples})
     scenarios = []
     v1 = []
@@ -183,7 +188,7 @@ def summarize(
         group = [s for s in samples if s.task == task]
         overlaps = [s for s in group if s.overlap is not None]
         if overlaps:
-            summary = _scenario(task, overlaps, passable)
+            summary = _scenario(task, overlaps, passable, heard)
             scenarios.append(summary)
             if summary.scenario == "interruption":
                 v1.append(
@@ -199,7 +204,10 @@ def summarize(
 
 
 def _scenario(
-    task: str, group: list[SampleScore], passable: Mapping[tuple[str, str], bool] | None
+    task: str,
+    group: list[SampleScore],
+    passable: Mapping[tuple[str, str], bool] | None,
+    heard: Mapping[str, bool] | None,
 ) -> ScenarioSummary:
     outcomes = [s.overlap for s in group if s.overlap is not None]
     n = len(outcomes)
@@ -215,6 +223,9 @@ def _scenario(
     playing = sum(why[w] for w in PLAYING)
     posed = [s for s in group if s.overlap and s.action in POSED[headline]]
     fair = None if passable is None else [s for s in posed if passable.get((s.task, s.sample_id))]
+    sure = None if fair is None or heard is None else [
+        s for s in fair if heard.get(f"{s.task}/{s.sample_id}")
+    ]  # fmt: skip
     return ScenarioSummary(
         task=task,
         scenario=scenario,
@@ -242,6 +253,8 @@ def _scenario(
         headline_rate_posed=_share(posed, headline),
         passable_samples=None if fair is None else len(fair),
         headline_rate_passable=None if fair is None else _share(fair, headline),
+        heard_samples=None if sure is None else len(sure),
+        headline_rate_heard=None if sure is None else _share(sure, headline),
     )
 
 
@@ -280,7 +293,7 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
     lines += _table(
         ["task", "system", "n", "headline", "rate", "RESPOND", "RESUME", "UNCERTAIN",
          "stop rate", "TOR", "action met", "playing at start", "rate when playing",
-         "rate as posed", "where the data passes"],
+         "rate as posed", "where the data passes", "where it passes and was heard"],
         [
             [s.task, r.system, str(s.samples), s.headline, pct(s.headline_rate),
              pct(s.respond_rate), pct(s.resume_rate), pct(s.uncertain_rate),
@@ -288,7 +301,9 @@ def render_markdown(reports: Sequence[ScoreReport]) -> str:
              str(s.playing_at_start), pct(s.headline_rate_playing),
              f"{pct(s.headline_rate_posed)} of {s.posed_samples}",
              "-" if s.passable_samples is None
-             else f"{pct(s.headline_rate_passable)} of {s.passable_samples}"]
+             else f"{pct(s.headline_rate_passable)} of {s.passable_samples}",
+             "-" if s.heard_samples is None
+             else f"{pct(s.headline_rate_heard)} of {s.heard_samples}"]
             for s, r in _by_task(reports)
         ],
     )  # fmt: skip

@@ -78,7 +78,20 @@ def test_the_posed_overlaps_it_passes_are_the_ones_rated_where_the_data_passes(
         if sc.passable_samples:
             assert sc.headline_rate_passable == 0.0  # silence carries nothing on
     md = render_markdown([other, report])
-    assert any(line.endswith("| where the data passes |") for line in md.splitlines())
+    assert any(line.endswith("| where the data passes | where it passes and was heard |")
+               for line in md.splitlines())  # fmt: skip
+    assert all(sc.heard_samples is None for sc in report.scenarios)  # no first replies given
+    # where it heard the question too (its first reply the data's): every other cut here
+    heard = {f"{s.task}/{s.sample_id}": i % 2 == 0 for i, s in enumerate(scores)}
+    both = summarize(REFERENCE, video_set, tmp_path / "ref", scores, DEFAULT_RULES, passable,
+                     heard)  # fmt: skip
+    for sc in both.scenarios:
+        want = Behaviour.RESPOND if sc.scenario == "interruption" else Behaviour.RESUME
+        fair = [s for s in scores if s.task == sc.task and s.action in POSED[want]
+                and passable[(s.task, s.sample_id)]]  # fmt: skip
+        assert sc.heard_samples == sum(heard[f"{s.task}/{s.sample_id}"] for s in fair)
+        assert sc.headline_rate_heard == (1.0 if sc.heard_samples else None)
+    assert any(sc.heard_samples for sc in both.scenarios)
 
 
 def test_without_the_datas_assistant_there_is_nothing_to_pass(
@@ -127,7 +140,8 @@ def test_eval_duplex_reports_the_datas_assistant_beside_the_policies(
     assert reference["system"] == REFERENCE and reference["scenarios"]
     for policy in report["policies"]:
         for sc in policy["scenarios"]:
-            assert sc["passable_samples"] is not None
+            assert sc["passable_samples"] is not None and sc["heard_samples"] is not None
+            assert sc["heard_samples"] <= sc["passable_samples"]
     md = (out / "report.md").read_text()
     assert f"| {REFERENCE} |" in md and "where the data passes" in md
     refs = find_samples(video_set)
