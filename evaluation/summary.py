@@ -223,7 +223,7 @@ def _scenario(
     playing = sum(why[w] for w in PLAYING)
     posed = [s for s in group if s.overlap and s.action in POSED[headline]]
     fair = None if passable is None else [s for s in posed if passable.get((s.task, s.sample_id))]
-    sure = None if fair is None or heard is None else [
+    fair_heard = None if fair is None or heard is None else [
         s for s in fair if heard.get(f"{s.task}/{s.sample_id}")
     ]  # fmt: skip
     return ScenarioSummary(
@@ -253,8 +253,8 @@ def _scenario(
         headline_rate_posed=_share(posed, headline),
         passable_samples=None if fair is None else len(fair),
         headline_rate_passable=None if fair is None else _share(fair, headline),
-        heard_samples=None if sure is None else len(sure),
-        headline_rate_heard=None if sure is None else _share(sure, headline),
+        heard_samples=None if fair_heard is None else len(fair_heard),
+        headline_rate_heard=None if fair_heard is None else _share(fair_heard, headline),
     )
 
 
