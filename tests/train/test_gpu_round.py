@@ -1,6 +1,6 @@
 """scripts/gpu-round on the CPU (SKIP_ENV: the venus of this environment, no pack): real
-datagen, a real listening stage and model run from its recipes, packed as the device call
-returns them, and the errors it stops on."""
+datagen, a real listening stage and model run from the shipped recipes (cut to two
+steps), packed as the device call returns them, and the errors it stops on."""
 
 from __future__ import annotations
 
@@ -13,30 +13,24 @@ from pathlib import Path
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (JetPack 6)
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-round"
-LISTEN = """[model]
-preset = "tiny"
-seed = 0
-[train]
-steps = 2
-batch_size = 2
-warmup_steps = 1
-checkpoint_every = 2
-listen_only = true
-ctc_weight = 1.0
-"""
-MODEL = """[model]
-preset = "tiny-wide"
-seed = 0
-[train]
-steps = 2
-batch_size = 2
-warmup_steps = 1
-checkpoint_every = 2
-keep = "balanced_events"
-max_text_tokens = 6
-"""
+QUICK = {"steps": 2, "batch_size": 2, "warmup_steps": 1, "checkpoint_every": 2,
+         "max_text_tokens": 6}  # fmt: skip
+
+
+def _quick(recipe: str, out: Path) -> None:
+    """The shipped ``recipe`` (train/recipes/) cut to two steps of two, written to ``out``."""
+    import tomli_w
+
+    data = tomllib.loads((ROOT / "train" / "recipes" / recipe).read_text())
+    data["train"] |= QUICK
+    out.write_text(tomli_w.dumps(data))
 
 
 def _round(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -56,8 +50,8 @@ def test_a_round_trains_both_stages_and_packs_them_in_parts(
     from venus.train.voice_config import parse_voice_config
     from venus.train.voice_run import train_voice
 
-    (tmp_path / "listen.toml").write_text(LISTEN)
-    (tmp_path / "model.toml").write_text(MODEL)
+    _quick("venus-tiny-listen.toml", tmp_path / "listen.toml")
+    _quick("venus-tiny-wide-gpu.toml", tmp_path / "model.toml")
     missing = _round(tmp_path, "start")
     assert missing.returncode == 1
     assert f"{tmp_path / 'voice'}/voice.json not found" in missing.stderr
