@@ -19,9 +19,11 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     from venus.bench.estimate import register as register_estimate
     from venus.bench.harness import register as register_harness
     from venus.bench.memory import register as register_memory
+    from venus.bench.train_pass import register as register_train_pass
 
     register_estimate(kinds)
     register_engines(kinds)
     register_chunk(kinds)
     register_harness(kinds)
     register_memory(kinds)
+    register_train_pass(kinds)

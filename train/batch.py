@@ -272,15 +272,12 @@ def forward_losses(
     when it is fed only its own (``speech_closed_right``, for validation)."""
     bb = model.backbone
     emb, frames = _embed(model, batch)
-    b, length = batch.ids.shape
-    positions = torch.arange(length, device=emb.device)[None].expand(b, length)
-    empty = bb.new_cache(b)
-    logits, hidden, _k, _v = bb(emb, batch.mask, positions, empty.keys, empty.values)
+    hidden = bb.hidden_states(emb)  # the LM head only where there are targets, below
     labels = batch.labels
 
     control = torch.tensor(list(control_ids), device=emb.device)
     d_rows, d_cols = torch.nonzero(batch.decision, as_tuple=True)
-    d_logits = logits[d_rows, d_cols][:, control]  # [D, 3]
+    d_logits = bb.lm_head(hidden[d_rows, d_cols])[:, control]  # [D, 3]
     d_target = (labels[d_rows, d_cols][:, None] == control[None]).float().argmax(dim=1)
     d_turn, d_event = batch.turn[d_rows, d_cols], batch.event[d_rows, d_cols]
     d_after = batch.after[d_rows, d_cols]
@@ -290,7 +287,7 @@ def forward_losses(
     speak = 1  # index of <|speak|> in control_ids (listen, speak, turn_eos)
 
     text_mask = (labels != IGNORE) & ~batch.decision
-    t_logits, t_target = logits[text_mask], labels[text_mask]
+    t_logits, t_target = bb.lm_head(hidden[text_mask]), labels[text_mask]
     t_open = batch.opening[text_mask]
     t_first = (batch.opening & ~F.pad(batch.opening[:, :-1], (1, 0)))[text_mask]
     t_choice = batch.choice[text_mask]

@@ -189,8 +189,10 @@ def scheduled(
     choice at the position before (module doc). ``share`` 0 returns ``batch`` itself."""
     if share <= 0:
         return batch
-    with torch.no_grad():
-        own = _choices(decoder, speech_logits(decoder, hidden, batch))
+    with torch.no_grad():  # a choice where there is a target: all a fed unit follows
+        target = batch.labels != IGNORE
+        own = torch.zeros_like(batch.source)
+        own[target] = _choices(decoder, decoder.lm_head(_hidden(decoder, hidden, batch)[target]))
     before = F.pad(own[:, :-1], (1, 0))
     draw = torch.rand(batch.kind.shape, generator=generator, device=generator.device
                       if generator is not None else batch.kind.device)  # fmt: skip
@@ -225,22 +227,25 @@ def closed_loop_right(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch
     return int(((choices == batch.labels) & (batch.labels != IGNORE)).sum())
 
 
+def _hidden(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> Tensor:
+    """The speech decoder's final hidden states [R, L, H] over the rows (right-padded),
+    its inputs built from the backbone's ``hidden`` [B, L, H] and the fed tokens."""
+    return decoder.hidden_states(_inputs(decoder, hidden, batch))
+
+
 def speech_logits(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> Tensor:
     """The speech decoder's logits [R, L, vocab] over the rows, its inputs built from the
     backbone's ``hidden`` [B, L, H] (the conditions) and the fed tokens."""
-    x = _inputs(decoder, hidden, batch)
-    n, length = batch.kind.shape
-    empty = decoder.new_cache(n)
-    positions = torch.arange(length, device=x.device)[None].expand(n, length)
-    logits: Tensor = decoder(x, batch.mask, positions, empty.keys, empty.values)[0]
+    logits: Tensor = decoder.lm_head(_hidden(decoder, hidden, batch))
     return logits
 
 
 def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> SpeechLoss:
-    """Cross-entropy of the speech decoder over every target (``speech_logits``)."""
-    logits = speech_logits(decoder, hidden, batch)
+    """Cross-entropy of the speech decoder over every target (``speech_logits`` there
+    alone: the logits of the padding and of the conditions are never made)."""
     target = batch.labels != IGNORE
-    t_logits, t_labels = logits[target], batch.labels[target]
+    t_logits = decoder.lm_head(_hidden(decoder, hidden, batch)[target])
+    t_labels = batch.labels[target]
     return SpeechLoss(
         loss=F.cross_entropy(t_logits, t_labels),
         tokens=len(t_labels),

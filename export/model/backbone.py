@@ -129,6 +129,23 @@ class DecoderStack(nn.Module):
         hidden = self.norm(x)
         return self.lm_head(hidden), hidden, present_k, present_v
 
+    def hidden_states(self, inputs_embeds: Tensor) -> Tensor:
+        """Final hidden states [batch, length, hidden] of whole rows padded on the right,
+        from position 0 with no cache and without the LM head: training's teacher-forced
+        pass, whose caller applies ``lm_head`` only where it has targets (a speech row's
+        logits over the 6,563 units at every padded position were a third of a CPU step).
+        Attention is plain causal: a row's tokens never see its padding, which comes after
+        them; the padding's own states are computed and read by nothing."""
+        b, t, _ = inputs_embeds.shape
+        positions = torch.arange(t, device=inputs_embeds.device)[None].expand(b, t)
+        cos, sin = rope_cos_sin(positions, self.shape.head_dim, self.shape.rope_theta)
+        empty = inputs_embeds.new_zeros(b, self.shape.kv_heads, 0, self.shape.head_dim)
+        x = inputs_embeds
+        for layer in self.layers:
+            x, _k, _v = layer(x, cos, sin, empty, empty, None)
+        out: Tensor = self.norm(x)
+        return out
+
     def step(self, inputs_embeds: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
         """Append ``inputs_embeds`` [batch, new, hidden] to the stream; -> (logits, hidden)."""
         b, t, _ = inputs_embeds.shape

@@ -66,7 +66,9 @@ class GQAttention(nn.Module):
 
     ``forward`` takes this layer's cached keys / values and returns them extended by the
     new tokens (the caller owns the cache). ``mask`` is additive, broadcastable to
-    ``[batch, heads, new, past + new]``.
+    ``[batch, heads, new, past + new]``; ``None`` is plain causal attention over the new
+    tokens, for a pass with no past (``DecoderStack.hidden_states``), which lets the
+    attention kernel skip the masked half instead of reading a mask.
     """
 
     def __init__(
@@ -88,7 +90,7 @@ class GQAttention(nn.Module):
         sin: Tensor,
         past_k: Tensor,
         past_v: Tensor,
-        mask: Tensor,
+        mask: Tensor | None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         b, t, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
@@ -100,7 +102,10 @@ class GQAttention(nn.Module):
         groups = self.heads // self.kv_heads
         kk = k.repeat_interleave(groups, dim=1) if groups > 1 else k
         vv = v.repeat_interleave(groups, dim=1) if groups > 1 else v
-        out = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask.to(q.dtype))
+        if mask is None:
+            out = F.scaled_dot_product_attention(q, kk, vv, is_causal=True)
+        else:
+            out = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask.to(q.dtype))
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
         return self.o_proj(out), k, v
 
@@ -130,7 +135,13 @@ class DecoderLayer(nn.Module):
         self.mlp = SwiGLU(hidden, intermediate)
 
     def forward(
-        self, x: Tensor, cos: Tensor, sin: Tensor, past_k: Tensor, past_v: Tensor, mask: Tensor
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        past_k: Tensor,
+        past_v: Tensor,
+        mask: Tensor | None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         attn, k, v = self.self_attn(self.input_layernorm(x), cos, sin, past_k, past_v, mask)
         x = x + attn

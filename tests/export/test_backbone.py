@@ -114,3 +114,24 @@ def test_cache_reset_starts_a_new_stream(tmp_path: Path) -> None:
         cache.reset()
         again, _ = ours.step(ours.embed(ids), cache)
     assert torch.equal(first, again)
+
+
+def test_training_pass_matches_the_masked_forward_on_right_padded_rows(tmp_path: Path) -> None:
+    """``hidden_states`` (plain causal attention, no LM head) gives each row's tokens the
+    states the exported forward gives them under its padding mask; each row alone agrees."""
+    path, _hf = make_qwen3(tmp_path, tie=False)
+    ours = load_converted(path)
+    ids = torch.randint(0, 97, (3, 13))
+    lengths = [13, 9, 4]
+    mask = torch.tensor([[1] * n + [0] * (13 - n) for n in lengths])
+    positions = torch.arange(13)[None].expand(3, 13)
+    empty = ours.new_cache(3)
+    with torch.no_grad():
+        _logits, ref, _k, _v = ours(ours.embed(ids), mask, positions, empty.keys, empty.values)
+        got = ours.hidden_states(ours.embed(ids))
+        alone = ours.hidden_states(ours.embed(ids[1:2, :9]))
+    assert got.shape == ref.shape == (3, 13, 36)
+    for row, n in enumerate(lengths):
+        assert rel_err(got[row, :n], ref[row, :n]) <= TOL
+    assert rel_err(alone[0], ref[1, :9]) <= TOL
+    assert rel_err(ours.lm_head(got[0]), _logits[0]) <= TOL

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
 import torch
+import torch.nn.functional as F  # noqa: N812
 
 from venus.engines.speech import speak_loop
 from venus.export.model.backbone import KVCache
@@ -97,7 +99,12 @@ def test_the_rows_give_the_logits_the_daemon_decodes_with() -> None:
     assert batch is not None
     with torch.no_grad():
         loss = speech_loss(decoder, hidden, batch)
+        every = speech_logits(decoder, hidden, batch)  # the logits at every position
     assert loss.tokens == 4 + 3  # 4 units, then 2 units and end
+    target = batch.labels != IGNORE
+    assert float(loss.loss) == pytest.approx(
+        float(F.cross_entropy(every[target], batch.labels[target])), rel=1e-5
+    )
 
     # The streaming path: per chunk, condition + start, then the units, fed as the loop does.
     cache = decoder.new_cache(1)
