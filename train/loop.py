@@ -53,7 +53,7 @@ from venus.train.device import resolve_device
 from venus.train.heard import ListenHead
 from venus.train.keep import Kept
 from venus.train.listen import listen_losses, listening_line, measure_listening, segments
-from venus.train.progress import plot_history, step_line, step_record
+from venus.train.progress import Pace, plot_history, step_line, step_record
 from venus.train.runlog import append, restore, same_recipe, save_state
 from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
@@ -323,7 +323,7 @@ def train(
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
     resumed_from = step
     model.train()
-    shown = began = time.monotonic()
+    shown, pace = time.monotonic(), Pace(step)
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
             losses = forward(step)
@@ -337,8 +337,7 @@ def train(
         append(history, step_record(step, total, losses, float(sched.get_last_lr()[0])))
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
-            rate = (shown - began) / max(1, step - resumed_from)
-            write(step_line(step, cfg.steps, total, losses, rate))
+            write(step_line(step, cfg.steps, total, losses, pace.rate(step)))
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             metrics = measure()
             append(history, {"step": step, "validation": metrics})

@@ -4,12 +4,15 @@ the progress line, and the curves (``loss.png``)."""
 from __future__ import annotations
 
 import json
+import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from venus.train.batch import Losses
 from venus.train.runlog import pyplot
 
-__all__ = ["plot_history", "step_line", "step_record"]
+__all__ = ["Pace", "plot_history", "step_line", "step_record"]
 
 
 def step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str, float]:
@@ -26,6 +29,27 @@ def step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str,
     if losses.addressee is not None:
         record["addressee_loss"] = round(float(losses.addressee), 5)
     return record
+
+
+class Pace:
+    """Seconds a step over the run's recent steps (about the last ``window_s``), for the
+    progress line and its ETA. An average since the start carried every pause for the rest
+    of the run: a process stopped for a test run, the loading before the first step, a
+    busy machine. Here a pause weighs on the rate for ``window_s`` and fades."""
+
+    def __init__(self, step: int, window_s: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.window_s, self.clock = window_s, clock
+        self.marks: deque[tuple[float, int]] = deque([(clock(), step)])
+
+    def rate(self, step: int) -> float:
+        """Seconds a step from the oldest mark in the window to now, at ``step``."""
+        now = self.clock()
+        self.marks.append((now, step))
+        while len(self.marks) > 2 and now - self.marks[1][0] >= self.window_s:
+            self.marks.popleft()
+        then, first = self.marks[0]
+        return (now - then) / max(1, step - first)
 
 
 def step_line(step: int, steps: int, total: float, losses: Losses, rate: float) -> str:

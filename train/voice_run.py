@@ -44,6 +44,7 @@ from venus.export.model.vocoder import Vocoder
 from venus.export.model.vocoders import AnyVocoder, make_vocoder
 from venus.train.data import read_index
 from venus.train.pitch import f0_agreement
+from venus.train.progress import Pace
 from venus.train.runlog import append, pyplot, restore, same_recipe, save_state
 from venus.train.sets import split
 from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
@@ -373,14 +374,14 @@ def train_voice(
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
         write(_measure_line(0, baseline))
     resumed_from, metrics = step, {"wer_original": original}
-    shown = began = time.monotonic()
+    shown, pace = time.monotonic(), Pace(step)
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         record = parts.step(cfg, run, step)
         step += 1
         append(history, record)
         if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
             shown = time.monotonic()
-            rate = (shown - began) / max(1, step - resumed_from)
+            rate = pace.rate(step)
             losses = ", ".join(f"{k} {record[k]:.3f}" for k in LOSS_KEYS if k in record)
             write(f"train-voice: step {step}/{cfg.steps} {losses}, {rate:.2f} s/step, "
                   f"ETA {rate * (cfg.steps - step):.0f} s")  # fmt: skip
