@@ -103,6 +103,8 @@ class GQAttention(nn.Module):
         kk = k.repeat_interleave(groups, dim=1) if groups > 1 else k
         vv = v.repeat_interleave(groups, dim=1) if groups > 1 else v
         if mask is None:
+            if past_k.shape[2]:
+                raise ValueError("attention without a mask is for a pass with no past")
             out = F.scaled_dot_product_attention(q, kk, vv, is_causal=True)
         else:
             out = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask.to(q.dtype))
