@@ -9,9 +9,9 @@ from its logits afterwards, which is what training did before. Both run forward 
 backward of the same cross-entropy on the same random model, inputs and targets, one
 after the other in each run, so the machine's load falls on both alike; the table gives
 the milliseconds at the median and baseline / training. The two losses must agree (the
-table shows the largest gap): a faster pass that computed something else would be no
-gain. Shapes default to a `tiny-wide` training batch of 8 crops (``--batch``): backbone
-rows up to 1,104 tokens, speech rows of 379.
+table shows their difference in the last run): a faster pass that computed something
+else would be no gain. The rows are a `tiny-wide` training crop's: ``--batch`` backbone
+rows of up to 1,104 tokens and half as many again speech rows of up to 379.
 """
 
 from __future__ import annotations
