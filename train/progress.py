@@ -34,8 +34,8 @@ def step_record(step: int, total: float, losses: Losses, lr: float) -> dict[str,
 class Pace:
     """Seconds a step over the run's recent steps (about the last ``window_s``), for the
     progress line and its ETA. An average since the start carried every pause for the rest
-    of the run: a process stopped for a test run, the loading before the first step, a
-    busy machine. Here a pause weighs on the rate for ``window_s`` and fades."""
+    of the run: a process stopped for a test run, a validation, a busy machine. Here a
+    pause weighs on the rate for ``window_s`` and fades."""
 
     def __init__(self, step: int, window_s: float = 120.0,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
