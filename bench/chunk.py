@@ -21,8 +21,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
-import platform
 import sys
 import tempfile
 import wave
@@ -34,6 +32,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from venus.bench.report import command, machine
 from venus.daemon.frontend import timeline
 from venus.engines.runners import Engines
 from venus.errors import BenchError
@@ -240,8 +239,8 @@ def run(args: argparse.Namespace) -> int:
         model=engines.manifest.model,
         precision=engines.manifest.precision,
         providers=list(engines.sessions["backbone"].providers),
-        machine=f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-        command=" ".join(["venus", *sys.argv[1:]]),
+        machine=machine(),
+        command=command(),
         chunk_s=chunk_s,
         input=wav.name,
         video=video is not None and engines.vision is not None,

@@ -10,17 +10,14 @@ engines is printed. Workloads: ``venus.bench.workloads``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import platform
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from venus.bench.report import report
 from venus.bench.workloads import Workload, engine_workloads, torch_workloads
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
@@ -143,17 +140,11 @@ def run(args: argparse.Namespace) -> int:
         "model": engines.manifest.model,
         "precision": engines.manifest.precision,
         "providers": list(engines.sessions["backbone"].providers),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
         "chunk_s": engines.manifest.schedule.chunk_s,
         "context": args.context,
         "runs": args.runs,
-        "command": " ".join(["venus", *sys.argv[1:]]),
     }
-    sys.stdout.write(render(rows, info))
-    if args.json:
-        data = {**info, "rows": [{**asdict(r), "ratio": r.ratio} for r in rows]}
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    return 0
+    return report(rows, info, render, args.json, lambda r: {**asdict(r), "ratio": r.ratio})
 
 
 def _config_engines(args: argparse.Namespace) -> Path:

@@ -27,19 +27,17 @@ reached within 5 s is an error. See ``venus.bench.harness_mqtt``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from venus.bench.engines import percentile
+from venus.bench.report import report
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
 from venus.capabilities.transport import CallRequest, EventSink, Finished, TransportEvent
@@ -193,25 +191,6 @@ def run(args: argparse.Namespace) -> int:
             rows.append(measure(Path(mem), args.items, "memory (/dev/shm)", args.rate))
     info = {"items": args.items, "rate": args.rate}
     return report(rows, info, render, args.json)
-
-
-def report(
-    rows: Sequence[Any],
-    info: dict[str, Any],
-    render: Callable[[Any, dict[str, Any]], str],
-    json_path: Path | None,
-) -> int:
-    """Print the table (with the machine and command added to ``info``) and write the
-    rows as JSON when asked; 0, the command's exit status."""
-    info = {
-        **info,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-        "command": " ".join(["venus", *sys.argv[1:]]),
-    }
-    sys.stdout.write(render(rows, info))
-    if json_path:
-        json_path.write_text(json.dumps({**info, "rows": [asdict(r) for r in rows]}, indent=2))
-    return 0
 
 
 def register(kinds: argparse._SubParsersAction[Any]) -> None:

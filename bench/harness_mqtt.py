@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from venus.bench.engines import percentile
-from venus.bench.harness import ECHO, SESSION, echo, report
+from venus.bench.harness import ECHO, SESSION, echo
+from venus.bench.report import report
 from venus.capabilities.credentials import read_credentials
 from venus.capabilities.inprocess import Capability, InProcessTransport
 from venus.capabilities.mqtt_transport import MqttTransport

@@ -30,7 +30,6 @@ import json
 import logging
 import multiprocessing
 import os
-import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -45,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from venus.bench.long_video import SCENE_S, LongVideo, make_long_video
+from venus.bench.report import command, machine
 from venus.daemon.frontend.playback import TrackOut
 from venus.errors import BenchError
 
@@ -350,8 +350,8 @@ def run(args: argparse.Namespace) -> int:
         sides = [median_side(done[name]) for name, _ in runs]
     report: dict[str, Any] = {
         "model": engines.manifest.model,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-        "command": " ".join(["venus", *sys.argv[1:]]),
+        "machine": machine(),
+        "command": command(),
         "seconds": seconds,
         "budget_mb": args.budget_mb,
         "repeat": args.repeat,

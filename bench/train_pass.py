@@ -17,17 +17,14 @@ rows of up to 1,104 tokens and half as many again speech rows of up to 379.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from venus.bench.report import report
 from venus.errors import BenchError
 
 TARGET_SHARE = 0.4  # of a row's tokens that carry a target (text, decisions, speech units)
@@ -165,14 +162,8 @@ def run(args: argparse.Namespace) -> int:
         "batch": args.batch,
         "runs": args.runs,
         "threads": torch.get_num_threads(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-        "command": " ".join(["venus", *sys.argv[1:]]),
     }
-    sys.stdout.write(render(rows, info))
-    if args.json:
-        data = {**info, "rows": [{**asdict(r), "ratio": r.ratio} for r in rows]}
-        args.json.write_text(json.dumps(data, indent=2) + "\n")
-    return 0
+    return report(rows, info, render, args.json, lambda r: {**asdict(r), "ratio": r.ratio})
 
 
 def register(kinds: argparse._SubParsersAction[Any]) -> None:

@@ -234,15 +234,22 @@ def _hidden(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> Tenso
 
 
 def speech_logits(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> Tensor:
-    """The speech decoder's logits [R, L, vocab] over the rows, its inputs built from the
-    backbone's ``hidden`` [B, L, H] (the conditions) and the fed tokens."""
-    logits: Tensor = decoder.lm_head(_hidden(decoder, hidden, batch))
+    """The speech decoder's logits [R, L, vocab] at every position of the rows, through its
+    exported ``forward`` (the padding mask), its inputs built from the backbone's
+    ``hidden`` [B, L, H] (the conditions) and the fed tokens: the reference that
+    training's pass (``speech_loss``, ``scheduled``) is checked against."""
+    x = _inputs(decoder, hidden, batch)
+    n, length = batch.kind.shape
+    empty = decoder.new_cache(n)
+    positions = torch.arange(length, device=x.device)[None].expand(n, length)
+    logits: Tensor = decoder(x, batch.mask, positions, empty.keys, empty.values)[0]
     return logits
 
 
 def speech_loss(decoder: SpeechDecoder, hidden: Tensor, batch: SpeechBatch) -> SpeechLoss:
-    """Cross-entropy of the speech decoder over every target (``speech_logits`` there
-    alone: the logits of the padding and of the conditions are never made)."""
+    """Cross-entropy of the speech decoder over every target: ``speech_logits`` at the
+    targets alone, through ``hidden_states`` (the logits of the padding and of the
+    conditions are never made)."""
     target = batch.labels != IGNORE
     t_logits = decoder.lm_head(_hidden(decoder, hidden, batch)[target])
     t_labels = batch.labels[target]
