@@ -16,7 +16,9 @@ runs (docs/training.md). Only the assistant's positions are supervised.
 
 OUT becomes a checkpoint for `venus export` (config.json, safetensors, a byte-level BPE
 tokenizer.json trained on the set) with OUT/train/: the recipe, a resumable state, the
-loss history and loss.png. Stopped, the same command resumes from the last state.
+loss history and loss.png. Stopped, the same command resumes from the last state. With
+train.keep = "balanced_events" a run that ends on a step it did not keep writes that step
+as OUT/last too (scripts/closed-loop-validation compares the two in the closed loop).
 
 With --voice (made by `venus train-voice`), the speech decoder learns to emit the voice's
 speech units for what the assistant says, and the voice's flow decoder and vocoder go

@@ -7,7 +7,8 @@ exported as it stands) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe
 state with the same command), ``history.jsonl`` (one line per step and per validation),
 ``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
 ``train.keep`` (``keep.py``) may keep an earlier validated step in the checkpoint;
-``state.pt`` always holds the last step, to resume from.
+``state.pt`` always holds the last step, to resume from, and a run that ends on a step it
+did not keep writes that step as ``OUT/last`` too (``saved.py``).
 
 Trained: the backbone, the audio encoder and the vision encoder (what decides and writes
 text); with ``--voice`` the speech decoder too, and the voice's flow decoder and vocoder
@@ -20,8 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
@@ -55,6 +53,7 @@ from venus.train.keep import Kept
 from venus.train.listen import listen_losses, listening_line, measure_listening, segments
 from venus.train.progress import Pace, plot_history, step_line, step_record
 from venus.train.runlog import append, restore, same_recipe, save_state
+from venus.train.saved import offered
 from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
@@ -63,7 +62,6 @@ from venus.train.voice import (
     Voice,
     load_voice,
     load_voice_weights,
-    units_sha,
     voice_identity,
 )
 from venus.train.warm import (
@@ -346,10 +344,7 @@ def train(
             _save_state(run.work / "state.pt", _state(run, data, parts, {
                 "step": step, "baseline": baseline, "metrics": metrics, "kept": kept.best,
             }), history)  # fmt: skip
-            if stays:
-                write(stays)
-            else:
-                _write_checkpoint(model, run, out, step, metrics, baseline, cfg.keep)
+            offered(model, run, out, (step, cfg), metrics, baseline, kept, stays, write)
     if step == cfg.steps:
         write(f"train: wrote the checkpoint {out}{kept.which(step)} "
               f"(export it with `venus export {out}`)")  # fmt: skip
@@ -407,36 +402,6 @@ def _objective(
                       speech_ids=run.speech_ids, listen=listen,
                       addressee=addressee)  # fmt: skip
     return whole, measure, validation_line
-
-
-def _write_checkpoint(
-    model: VenusModel,
-    run: _Run,
-    out: Path,
-    step: int,
-    metrics: dict[str, float],
-    baseline: dict[str, float],
-    keep: str = "last",
-) -> None:
-    """The exportable checkpoint as of ``step`` (every checkpoint ``keep`` takes: a run
-    stopped early is usable), with its validation in ``train/metrics.json``."""
-    fresh = run.work / "next-checkpoint"  # the writer wants an empty directory
-    shutil.rmtree(fresh, ignore_errors=True)
-    save_model(model, fresh)
-    run.tokenizer.save(str(fresh / "tokenizer.json"))  # over save_model's byte tokenizer
-    for old in [*out.glob("*.safetensors"), out / INDEX, out / "config.json"]:
-        old.unlink(missing_ok=True)
-    for path in fresh.iterdir():
-        os.replace(path, out / path.name)
-    fresh.rmdir()
-    doc: dict[str, Any] = {"step": step, "validation": metrics, "baseline": baseline}
-    if keep != "last":  # chosen among the validations, not merely the latest
-        doc["kept_by"] = keep
-    if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
-        doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
-    if run.init is not None:  # what the run started from (the engines' manifest says it)
-        doc["init"] = run.init_record
-    (run.work / "metrics.json").write_text(json.dumps(doc, indent=2) + "\n", "utf-8")
 
 
 def _model(

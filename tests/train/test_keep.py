@@ -64,3 +64,21 @@ def test_keep_balanced_events_keeps_the_best_validation(tmp_path: Path) -> None:
         a = load_file(tmp_path / "best" / f"{part}-00001.safetensors")
         b = load_file(tmp_path / "last" / f"{part}-00001.safetensors")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), part
+    # the run's last step beside the kept one: OUT/last, exportable, with its own metrics
+    last = tmp_path / "best" / "last"
+    if want == 8:
+        assert not last.exists()
+        return
+    from venus.export.checkpoint import load_model
+
+    doc = json.loads((last / "train" / "metrics.json").read_text())
+    assert doc["step"] == 8 and doc["beside"] == want and "kept_by" not in doc
+    assert doc["validation"]["balanced_event_accuracy"] == scores[8]
+    assert "wrote the last step as" in "\n".join(lines)
+    weights = load_model(last).state_dict()
+    assert all(torch.equal(weights[k], v) for k, v in state["model"].items())
+    assert not all(torch.equal(weights[k], v) for k, v in load_model(tmp_path / "best")
+                   .state_dict().items())  # fmt: skip
+    assert torch.load(last / "train" / "state.pt", weights_only=False)["step"] == 8
+    assert (last / "train" / "recipe.toml").read_text() == (
+        tmp_path / "best" / "train" / "recipe.toml").read_text()  # fmt: skip
