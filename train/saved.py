@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from venus.train.keep import Kept
     from venus.train.loop import _Run as Run
 
-__all__ = ["LAST", "offered", "write_checkpoint", "write_checkpoint_of", "write_last"]
+__all__ = ["LAST", "offered", "write_checkpoint", "write_last"]
 
 LAST = "last"  # OUT/last: the run's last step, when train.keep kept another
 
@@ -79,41 +79,31 @@ def offered(
     write: Callable[[str], None],
 ) -> None:
     """The checkpoints after step ``at[0]``'s validation: ``OUT`` when ``train.keep`` took
-    the step (``stays`` is empty), and at the run's end ``OUT/last`` when it did not."""
+    the step (``stays`` is empty; a run stopped early is usable), and at the run's end
+    ``OUT/last`` when it did not. Each has its validation in ``train/metrics.json``."""
     step, cfg = at
     if not stays:
-        write_checkpoint_of(model, run, out, step, metrics, baseline, cfg.keep)
+        doc = _doc(run, step, metrics, baseline)
+        if cfg.keep != "last":  # chosen among the validations, not merely the latest
+            doc["kept_by"] = cfg.keep
+        write_checkpoint(model, run.tokenizer, out, run.work, doc)
         shutil.rmtree(out / LAST, ignore_errors=True)  # the checkpoint is the last step
         return
     write(stays)
     if step == cfg.steps and kept.best is not None:
-        write_checkpoint_of(model, run, out, step, metrics, baseline, cfg.keep,
-                           kept=kept.best["step"])  # fmt: skip
+        write_last(model, run.tokenizer, out, _doc(run, step, metrics, baseline),
+                   kept.best["step"])  # fmt: skip
         write(f"train: wrote the last step as {out / LAST} (scripts/closed-loop-validation "
               f"compares it with the checkpoint in the closed loop)")  # fmt: skip
 
 
-def write_checkpoint_of(
-    model: VenusModel,
-    run: Run,
-    out: Path,
-    step: int,
-    metrics: dict[str, float],
-    baseline: dict[str, float],
-    keep: str = "last",
-    kept: int | None = None,
-) -> None:
-    """The exportable checkpoint as of ``step`` (every checkpoint ``keep`` takes: a run
-    stopped early is usable), with its validation in ``train/metrics.json``; with
-    ``kept`` (the step the checkpoint holds, when it is not the run's last) ``OUT/last``."""
+def _doc(
+    run: Run, step: int, metrics: dict[str, float], baseline: dict[str, float]
+) -> dict[str, Any]:
+    """A checkpoint's ``train/metrics.json``: its step, validation and what it came from."""
     doc: dict[str, Any] = {"step": step, "validation": metrics, "baseline": baseline}
-    if keep != "last" and kept is None:  # chosen among the validations, not the latest
-        doc["kept_by"] = keep
     if run.voice is not None and run.voice_dir is not None:  # what `venus validate` checks
         doc["voice"] = {"step": run.voice.step, "units": units_sha(run.voice_dir)}
     if run.init is not None:  # what the run started from (the engines' manifest says it)
         doc["init"] = run.init_record
-    if kept is None:
-        write_checkpoint(model, run.tokenizer, out, run.work, doc)
-    else:
-        write_last(model, run.tokenizer, out, doc, kept)
+    return doc

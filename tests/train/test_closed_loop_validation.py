@@ -47,7 +47,7 @@ def test_the_kept_and_the_last_step_are_compared_on_the_cuts(tmp_path: Path) -> 
                       keep="balanced_events")  # fmt: skip
     ck = tmp_path / "ck"
     train(cfg, data, ck, lambda _l: None)
-    # a second checkpoint: the same run kept to its last step
+    # a second checkpoint: a shorter run of the same recipe, kept to its last step
     other = tmp_path / "other"
     train(dataclasses.replace(cfg, keep="last", steps=2), data, other, lambda _l: None)
     work = tmp_path / "work"
