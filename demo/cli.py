@@ -149,10 +149,14 @@ def demo_meta(trained: dict[str, object] | None) -> dict[str, object]:
         recipe = trained.get("recipe")
         settings = recipe.get("train") if isinstance(recipe, dict) else None
         keep = settings.get("keep", "last") if isinstance(settings, dict) else "last"
+        beside = trained.get("beside")
+        if beside is not None:  # OUT/last: chosen over the kept step (closed-loop-validation)
+            why = f" (the run's last; train.keep = {keep} held step {beside})"
+        else:
+            why = f" (its best validation, train.keep = {keep})" if keep != "last" else ""
         said = (f"the engines' weights were trained by {trained.get('by', 'venus train')}: "
                 f"{trained.get('preset') or 'the'} preset, step {trained.get('step')}"
-                + (f" of {trained['steps']}" if trained.get("steps") else "")
-                + (f" (its best validation, train.keep = {keep})" if keep != "last" else "")
+                + (f" of {trained['steps']}" if trained.get("steps") else "") + why
                 + (f", a reply's first chunk {100 * float(first):.0f}% right in validation"
                    if isinstance(first, int | float) else "") + ".")  # fmt: skip
     return {"engines": "tiny (shipped with venus)", "trained": trained is not None,

@@ -147,13 +147,15 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
     """What the engines' manifest says of how ``checkpoint`` was trained: ``venus train``
     leaves CKPT/train/metrics.json (the step, its validation and, after ``--init``, what
     it started from) and recipe.toml; without them (``venus init``, a converted upstream
-    model) None. Unreadable files are named."""
+    model) None. ``beside``: for a run's last step written beside the step its
+    ``train.keep`` held (CKPT/last), the held step. Unreadable files are named."""
     metrics, recipe = checkpoint / "train" / "metrics.json", checkpoint / "train" / "recipe.toml"
     if not metrics.is_file():
         return None
     try:
         doc = json.loads(metrics.read_text("utf-8"))
         step, validation = int(doc["step"]), dict(doc["validation"])
+        beside = None if doc.get("beside") is None else int(doc["beside"])
         figures = {k: round(float(validation[k]), 4) for k in KEPT_FIGURES if k in validation}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ExportError(f"{metrics}: cannot be read as venus train's record ({e})") from e
@@ -175,6 +177,7 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
         "recipe": settings or None,  # the resolved recipe, as its TOML tables
         "validation": figures,
         "init": _init_record(doc.get("init")),
+        **({"beside": beside} if beside is not None else {}),
     }
 
 

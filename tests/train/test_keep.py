@@ -82,3 +82,9 @@ def test_keep_balanced_events_keeps_the_best_validation(tmp_path: Path) -> None:
     assert torch.load(last / "train" / "state.pt", weights_only=False)["step"] == 8
     assert (last / "train" / "recipe.toml").read_text() == (
         tmp_path / "best" / "train" / "recipe.toml").read_text()  # fmt: skip
+    # the engines' manifest says which of the two it was made from
+    from venus.export.onnx.manifest import training_record
+
+    record, kept = training_record(last), training_record(tmp_path / "best")
+    assert record is not None and kept is not None
+    assert (record["step"], record["beside"]) == (8, want) and "beside" not in kept

@@ -106,6 +106,10 @@ def test_the_demo_says_how_trained_weights_were_trained() -> None:
     kept = record | {"step": 1250, "recipe": {"train": {"keep": "balanced_events"}}}
     said = str(demo_meta(kept)["weights_said"])  # a step chosen in validation, not the last
     assert "step 1250 of 1500 (its best validation, train.keep = balanced_events)" in said
+    last = kept | {"step": 1500, "beside": 1250}  # OUT/last, the run's last step
+    said = str(demo_meta(last)["weights_said"])
+    assert "step 1500 of 1500 (the run's last; train.keep = balanced_events held step 1250)" in said
+    assert "best validation" not in said
 
 
 def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> None:
