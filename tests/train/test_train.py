@@ -136,6 +136,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     ):
         train_set = load_config(recipes / name)
         assert train_set.samples > heldout.samples, name
+        # make-venus-tiny cuts its validation set by turning this line on (sed)
+        assert not train_set.output.full_duplex_bench, name
+        lines = (recipes / name).read_text("utf-8").splitlines()
+        assert "full_duplex_bench = false" in lines, name
         for engine in ("espeak_voices", "flite_voices"):
             ours, theirs = getattr(train_set.speech, engine), getattr(heldout.speech, engine)
             assert ours and theirs and not set(ours) & set(theirs), name
