@@ -21,7 +21,8 @@ same command resumes from the last state."""
 EPILOG = """\
 examples:
   venus train-voice --data train-set --out voice
-  venus train-voice --config train/recipes/voice.toml --data train-set --out voice  # resumes"""
+  venus train-voice --config train/recipes/voice.toml --data train-set --out voice  # resumes
+  venus train-voice --data big-set --samples 2400 --out voice   # the first 2,400 only"""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -36,14 +37,19 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
                      "for every key missing)")  # fmt: skip
     cmd.add_argument("--data", type=Path, required=True, metavar="DIR", help="the set")
     cmd.add_argument("--out", type=Path, required=True, metavar="VOICE", help="the voice")
+    cmd.add_argument("--samples", type=int, metavar="N", help="train on the set's first N "
+                     "samples only (the recipe's data.samples; 0: all): a larger set of the "
+                     "same config and seed begins with the smaller one's samples")  # fmt: skip
     cmd.set_defaults(run=_train_voice)
 
 
 def _train_voice(args: argparse.Namespace) -> int:
     from venus.train.cli import torch_entry, write_line
-    from venus.train.voice_config import load_voice_config
+    from venus.train.voice_config import load_voice_config, with_samples
 
     cfg = load_voice_config(args.config)
+    if args.samples is not None:
+        cfg = with_samples(cfg, args.samples)
     train_voice = torch_entry("venus.train.voice_run", "train_voice")
     result = train_voice(cfg, args.data, args.out, write_line)
     m = result.metrics

@@ -4,6 +4,8 @@ an unknown key or a bad value is an error naming it.
     [data]
     validation = 0.1         # held-out share: the same split as `venus train` when this and
     seed = 0                 # the seed equal its data.validation and model.seed
+    samples = 0              # the set's first N samples only (0: all): the same voice from a
+                             # larger set drawn at the same seed (its first N are the same)
 
     [units]
     k = 1024                 # speech codes (speech_units.Codebook), fitted on the training split
@@ -52,7 +54,7 @@ an unknown key or a bad value is an error naming it.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,7 @@ class VoiceConfigError(VenusError):
 class DataSection:
     validation: float = 0.1
     seed: int = 0
+    samples: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ def _check(cfg: VoiceConfig, source: str) -> None:
     f, v, t = cfg.flow, cfg.vocoder, cfg.train
     checks = [
         (0.0 <= cfg.data.validation < 1.0, "data.validation must be in [0, 1)"),
+        (cfg.data.samples >= 0, "data.samples must be >= 0 (0: the whole set)"),
         (2 <= cfg.units.k <= 6561, "units.k must be in [2, 6561] (the model's speech codes)"),
         (cfg.units.iterations >= 1, "units.iterations must be at least 1"),
         (t.preset in PRESETS, f"train.preset must be one of {', '.join(PRESETS)}"),
@@ -261,3 +265,10 @@ def load_voice_config(path: Path | None) -> VoiceConfig:
     if path is None:
         return VoiceConfig()
     return parse_voice_config(read_recipe(path, VoiceConfigError), str(path))
+
+
+def with_samples(cfg: VoiceConfig, samples: int) -> VoiceConfig:
+    """``cfg`` with ``data.samples`` set (``venus train-voice --samples``), checked."""
+    out = replace(cfg, data=replace(cfg.data, samples=samples))
+    _check(out, "--samples")
+    return out

@@ -253,6 +253,13 @@ def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None])
     import tomli_w
 
     records = read_index(data)
+    if cfg.data.samples:  # the first N: a larger set of the same seed begins with them
+        if len(records) < cfg.data.samples:
+            raise VoiceConfigError(
+                f"--data {data}: {len(records)} samples; data.samples (or --samples) asks "
+                f"for the first {cfg.data.samples}"
+            )
+        records = records[: cfg.data.samples]
     if len(records) < 2:
         raise VoiceConfigError(f"--data {data}: {len(records)} samples; need at least 2")
     work, recipe = out / "train", tomli_w.dumps(cfg.to_toml_dict())

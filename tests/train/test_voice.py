@@ -254,6 +254,44 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_first_samples_of_a_larger_set_train_the_smaller_set_s_voice(
+    small_set: Path, tmp_path: Path
+) -> None:
+    """data.samples (`venus train-voice --samples N`): a set drawn at the same seed with more
+    samples begins with the smaller one's, so its first N train the same voice (what lets
+    make-venus-tiny's 6,000-sample set keep the 2,400-sample set's voice)."""
+    from safetensors.torch import load_file
+
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+    from venus.train.voice_config import with_samples
+    from venus.train.voice_run import train_voice
+
+    four = tmp_path / "four"  # small_set's config (tests/train/conftest.py) with 4 samples
+    run(parse_config({
+        "samples": 4, "duration": {"min_s": 8.0, "max_s": 12.0},
+        "output": {"full_duplex_bench": False, "timeline_plots": 0},
+    }), four, seed=2)  # fmt: skip
+    index = (small_set / "index.jsonl").read_text().splitlines()
+    assert (four / "index.jsonl").read_text().splitlines() == index[:4]
+    cfg, lines = quick(2), []
+    first = train_voice(with_samples(cfg, 4), small_set, tmp_path / "first", lines.append)
+    train_voice(cfg, four, tmp_path / "of-four", lines.append)
+    assert first.steps == 2
+    assert_same_states(tmp_path / "first", tmp_path / "of-four", ("flow", "vocoder"))
+    units = load_file(tmp_path / "first" / "units.safetensors")
+    same = load_file(tmp_path / "of-four" / "units.safetensors")
+    assert units.keys() == same.keys() and all(torch.equal(units[k], same[k]) for k in units)
+    # the whole set is another voice: the codes are fitted on six samples' speech
+    train_voice(cfg, small_set, tmp_path / "all", lines.append)
+    other = load_file(tmp_path / "all" / "units.safetensors")
+    assert not all(torch.equal(units[k], other[k]) for k in units)
+    with pytest.raises(VoiceConfigError, match=r"6 samples; data\.samples .* first 7"):
+        train_voice(with_samples(cfg, 7), small_set, tmp_path / "seven", lines.append)
+    with pytest.raises(VoiceConfigError, match=r"data\.samples must be >= 0"):
+        with_samples(cfg, -1)
+
+
 def test_the_voice_loads_into_the_model_and_is_measured(
     small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
