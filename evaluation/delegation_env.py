@@ -6,7 +6,8 @@ call that have no implementation here, answering from the sample's trajectory.
 (``result_text``, ``status``) and how many chunks later (``result_chunk - call_chunk``).
 ``BenchTransport`` plays those answers back on the sample clock: the world the system
 acts in, not a fake of the system under test (its frontend, harness, journal and
-built-ins ``clock``, ``calculator``, ``timer`` are the real ones).
+built-ins ``clock``, ``calculator``, ``timer`` are the real ones; the clock reads the
+fixed instant ``BENCH_CLOCK_S``, so that a run repeats whenever it runs).
 
 - A call takes the next answer of its capability in the trajectory (calls and retries,
   by call chunk); past the last it gets the last again; a capability the sample never
@@ -43,7 +44,15 @@ from venus.capabilities.transport import (
     TransportEvent,
 )
 
-__all__ = ["STAND_INS", "Answer", "BenchTransport", "answers_of", "bench_harness", "settle"]
+__all__ = [
+    "BENCH_CLOCK_S",
+    "STAND_INS",
+    "Answer",
+    "BenchTransport",
+    "answers_of",
+    "bench_harness",
+    "settle",
+]
 
 if TYPE_CHECKING:
     from venus.daemon.frontend.timeline import ChunkRecord
@@ -52,6 +61,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAND_INS = ("weather", "calendar", "shopping_list", "mqtt_device", "reason")
+# what the built-in clock reads in a bench run: Monday 5 January 2026, 09:30 UTC (a fixed
+# instant, so that a run's results, and what the model says after them, repeat)
+BENCH_CLOCK_S = 1767605400.0
 CANCELLED_TEXT = "Done."
 NOT_IN_SAMPLE = "this benchmark sample has no answer for this capability"
 
@@ -207,7 +219,8 @@ def bench_harness(
     from venus.datagen.domains_contracts import contracts
 
     bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
-    harness = Harness.open(journal, [builtin_transport(), bench], ids=seeded_item_ids(seed))
+    clock = builtin_transport(clock_at_s=BENCH_CLOCK_S)  # the same time in every run
+    harness = Harness.open(journal, [clock, bench], ids=seeded_item_ids(seed))
     try:
         harness.start(resume=False)
     except BaseException:

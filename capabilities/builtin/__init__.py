@@ -164,11 +164,21 @@ BUILTINS: tuple[Capability, ...] = (
 OTHER_CALLS = 4  # threads left for calls other than pending timers
 
 
-def builtin_transport(extra: Sequence[Capability] = ()) -> InProcessTransport:
+def builtin_transport(
+    extra: Sequence[Capability] = (), clock_at_s: float | None = None
+) -> InProcessTransport:
     """The built-ins, and ``extra`` ones configured by the daemon (``mqtt_device``,
     ``reason``), behind one in-process transport (the daemon and ``venus call``); up to
-    ``MAX_TIMERS`` pending timers never starve the other calls."""
-    return InProcessTransport([*BUILTINS, *extra], max_workers=OTHER_CALLS + MAX_TIMERS)
+    ``MAX_TIMERS`` pending timers never starve the other calls. ``clock_at_s`` stops the
+    clock at that instant (seconds since the epoch), its local zone UTC: offline runs
+    (``venus demo``, ``venus eval delegation``) then read the same time whenever and
+    wherever they run, and a result the model reads cannot part two runs of a seed."""
+    builtins = BUILTINS
+    if clock_at_s is not None:
+        at = clock_at_s
+        fixed = clock_capability(lambda: at, lambda: (timezone.utc, "UTC", ""))
+        builtins = (fixed, *(c for c in BUILTINS if c.contract.name != CLOCK.name))
+    return InProcessTransport([*builtins, *extra], max_workers=OTHER_CALLS + MAX_TIMERS)
 
 
 def worker_concurrency(capabilities: Sequence[Capability]) -> int:

@@ -34,7 +34,7 @@ needs_tz = pytest.mark.skipif(
 )
 
 
-def call_clock(arguments: dict[str, Any]) -> Finished:
+def call_clock(arguments: dict[str, Any], clock_at_s: float | None = None) -> Finished:
     """One call through ``builtin_transport``, as the daemon makes it."""
     done = threading.Event()
     finals: list[Finished] = []
@@ -44,7 +44,7 @@ def call_clock(arguments: dict[str, Any]) -> Finished:
             finals.append(event)
             done.set()
 
-    t = builtin_transport()
+    t = builtin_transport(clock_at_s=clock_at_s)
     t.start(sink)
     try:
         t.call(CallRequest("i1", "clock", arguments, "s1", "kitchen", time.time() + 60, 1))
@@ -99,6 +99,21 @@ def test_through_the_transport() -> None:
     now = datetime.fromisoformat(final.result.structured["iso"])
     assert now.utcoffset() == timedelta(hours=9)
     assert abs(now.timestamp() - time.time()) < 60
+
+
+def test_offline_runs_stop_the_clock() -> None:
+    """``venus demo`` and ``venus eval delegation`` read the clock at one instant, in UTC
+    when no zone is asked, whenever and wherever they run (evaluation/delegation_env.py)."""
+    from venus.evaluation.delegation_env import BENCH_CLOCK_S
+
+    final = call_clock({}, clock_at_s=BENCH_CLOCK_S)
+    assert final.status == "completed" and final.result.structured is not None
+    assert final.result.structured["iso"] == "2026-01-05T09:30:00+00:00"
+    assert final.result.text() == "It is 09:30 on Monday, 5 January 2026 (UTC)."
+    assert call_clock({}, clock_at_s=NOON_ISH).result.text().startswith("It is 13:05 on Monday")
+    live = call_clock({}).result.structured
+    assert live is not None
+    assert abs(datetime.fromisoformat(live["iso"]).timestamp() - time.time()) < 60
 
 
 def test_utc_needs_no_time_zone_database() -> None:
