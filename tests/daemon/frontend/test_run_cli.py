@@ -26,7 +26,7 @@ from venus.hw.frames import Frame
 from venus.hw.synthetic_camera import draw_frame
 
 REPO = Path(__file__).resolve().parents[3]
-SHIPPED_RECIPE = "venus-tiny-wide-long.toml"  # what scripts/make-tiny-engines trains
+SHIPPED_RECIPE = "venus-tiny-wide-gpu.toml"  # what scripts/make-tiny-engines trains
 VENUS = Path(sys.executable).with_name("venus")
 
 
@@ -114,10 +114,11 @@ def test_the_demo_says_how_trained_weights_were_trained() -> None:
 
 def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> None:
     """demo/engines/tiny is what scripts/make-tiny-engines writes: the checkpoint `venus
-    train` made with train/recipes/venus-tiny-wide-long.toml as it stands (the manifest
+    train` made with train/recipes/venus-tiny-wide-gpu.toml as it stands (the manifest
     records the recipe it resolved; read as `venus train` reads a recipe to resume, so a key
     added since with its default changes nothing), trained to its end and holding the step
-    its ``train.keep`` chose (a validation step, or the last), started from the listening
+    its ``train.keep`` chose (a validation step), or the run's last step written beside it
+    (``beside``: the kept step) when the closed loop preferred it, started from the listening
     stage (venus-tiny-listen.toml, to its last step), every file's hash checking, in a few
     MB."""
     from venus.train.config import load_train_config, parse_train_config
@@ -133,8 +134,12 @@ def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> N
     )
     assert trained["by"] == "venus train" and trained["preset"] == recipe.preset
     assert trained["steps"] == recipe.steps
-    if recipe.keep == "last":
+    beside = trained.get("beside")
+    if recipe.keep == "last" or beside is not None:  # the last step (OUT/last: beside the kept)
         assert trained["step"] == recipe.steps
+        assert beside is None or (
+            0 < beside < recipe.steps and beside % recipe.checkpoint_every == 0
+        )
     else:  # a step validated on the way (every checkpoint_every), the best by train.keep
         assert 0 < trained["step"] <= recipe.steps
         assert trained["step"] % recipe.checkpoint_every == 0
