@@ -219,8 +219,8 @@ def bench_harness(
     from venus.datagen.domains_contracts import contracts
 
     bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
-    clock = builtin_transport(clock_at_s=BENCH_CLOCK_S)  # the same time in every run
-    harness = Harness.open(journal, [clock, bench], ids=seeded_item_ids(seed))
+    builtins = builtin_transport(clock_at_s=BENCH_CLOCK_S)  # the same time in every run
+    harness = Harness.open(journal, [builtins, bench], ids=seeded_item_ids(seed))
     try:
         harness.start(resume=False)
     except BaseException:
