@@ -104,7 +104,7 @@ def _demo(args: argparse.Namespace) -> int:
         sys.stdout.write(f"venus demo: {meta['weights_said']}\n")
         chunks = round(float(scenario["duration_s"]) / chunk_s + 0.4999)
         progress = progress_printer(chunk_s, chunks, args.quiet)
-        with bench_harness(journal, answers, cfg.model.seed) as (harness, advance):
+        with bench_harness(journal, answers, cfg.model.seed, chunk_s) as (harness, advance):
 
             def on_record(record: Any) -> None:
                 progress(record)

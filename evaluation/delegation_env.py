@@ -7,7 +7,8 @@ call that have no implementation here, answering from the sample's trajectory.
 ``BenchTransport`` plays those answers back on the sample clock: the world the system
 acts in, not a fake of the system under test (its frontend, harness, journal and
 built-ins ``clock``, ``calculator``, ``timer`` are the real ones; the clock reads the
-fixed instant ``BENCH_CLOCK_S``, so that a run repeats whenever it runs).
+fixed instant ``BENCH_CLOCK_S`` and the timers run on the sample clock, ``SampleTime``,
+so that a run repeats whenever and however fast it runs).
 
 - A call takes the next answer of its capability in the trajectory (calls and retries,
   by call chunk); past the last it gets the last again; a capability the sample never
@@ -52,10 +53,12 @@ __all__ = [
     "answers_of",
     "bench_harness",
     "settle",
+    "timers_due",
 ]
 
 if TYPE_CHECKING:
     from venus.daemon.frontend.timeline import ChunkRecord
+    from venus.daemon.harness.item import WorkItem
     from venus.daemon.harness.service import Harness
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ STAND_INS = ("weather", "calendar", "shopping_list", "mqtt_device", "reason")
 BENCH_CLOCK_S = 1767605400.0
 CANCELLED_TEXT = "Done."
 NOT_IN_SAMPLE = "this benchmark sample has no answer for this capability"
+TIMER_WAIT_S = 5.0  # for a timer that ran out on the sample clock to answer (wall time)
 
 
 @dataclass(frozen=True)
@@ -203,23 +207,39 @@ def settle(harness: Harness, timeout_s: float = 5.0) -> None:
         log.warning("the harness did not catch up within %.1f s", timeout_s)
 
 
+def timers_due(items: Sequence[WorkItem], now_s: float, chunk_s: float) -> list[str]:
+    """The pending ``timer`` sets among ``items`` that have run out by ``now_s`` on the
+    sample clock (``SampleTime``: started at their chunk's start)."""
+    due = []
+    for item in items:
+        if item.capability != "timer" or item.arguments.get("action") != "set":
+            continue
+        seconds = item.arguments.get("seconds")
+        if isinstance(seconds, (int, float)) and item.chunk_index * chunk_s + seconds <= now_s:
+            due.append(item.id)
+    return due
+
+
 @contextmanager
 def bench_harness(
-    journal: Path, answers: Sequence[Answer], seed: int = 0
+    journal: Path, answers: Sequence[Answer], seed: int = 0, chunk_s: float = 1.0
 ) -> Iterator[tuple[Harness, Callable[[ChunkRecord], None]]]:
     """The harness a sample (or ``venus demo``'s scenario) runs with: the built-ins
     (``clock``, ``calculator``, ``timer``) and the stand-ins answering ``answers``,
     started on ``journal`` (a fresh file), and the hook every timeline record goes to:
-    it finishes the answers due by the next boundary and waits for the harness to record
-    them. Item ids are drawn from ``seed``, so a run is made again exactly. Stopped on
-    leaving."""
+    it moves the timers' sample clock to the chunk's end (``chunk_s`` a chunk), finishes
+    the answers and timers due by then and waits for the harness to record them. Item
+    ids are drawn from ``seed``, so a run is made again exactly. Stopped on leaving."""
     from venus.capabilities.builtin import builtin_transport
+    from venus.capabilities.builtin.timer import SampleTime
     from venus.daemon.harness.item import seeded_item_ids
     from venus.daemon.harness.service import Harness
     from venus.datagen.domains_contracts import contracts
 
     bench = BenchTransport([contracts()[n] for n in STAND_INS], answers)
-    builtins = builtin_transport(clock_at_s=BENCH_CLOCK_S)  # the same time in every run
+    sample = SampleTime(chunk_s)
+    # the same time in every run; the timers on the sample clock
+    builtins = builtin_transport(clock_at_s=BENCH_CLOCK_S, timer_time=sample)
     harness = Harness.open(journal, [builtins, bench], ids=seeded_item_ids(seed))
     try:
         harness.start(resume=False)
@@ -231,8 +251,16 @@ def bench_harness(
         item = harness.core.journal.find(item_id)
         return None if item is None else item.chunk_index
 
+    sample.made_at = made_at
+
     def on_record(record: ChunkRecord) -> None:
-        if bench.advance(record.index, made_at):
+        settle(harness)  # the calls the chunk made are in the journal and dispatched
+        now_s = sample.advance(record.index)
+        rung = timers_due(harness.core.journal.unfinished(), now_s, chunk_s)
+        for item_id in rung:  # the timer's thread wakes, answers, the harness records it
+            if harness.wait(item_id, TIMER_WAIT_S) is None:
+                log.warning("timer item %s did not answer within %.0f s", item_id, TIMER_WAIT_S)
+        if bench.advance(record.index, made_at) or rung:
             settle(harness)  # recorded before the next boundary asks for results
 
     try:

@@ -234,7 +234,8 @@ def _run_one(
     journal = folder / "journal.sqlite3"
     files_ = s.trajectory["files"]
     video = s.folder / files_["video"] if files_.get("video") else None
-    with bench_harness(journal, answers_of(s.trajectory), cfg.model.seed) as (harness, on_record):
+    answers, chunk_s = answers_of(s.trajectory), engines.manifest.schedule.chunk_s
+    with bench_harness(journal, answers, cfg.model.seed, chunk_s) as (harness, on_record):
         run_offline(
             cfg,
             engines,

@@ -28,7 +28,7 @@ from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 
 from venus.capabilities.builtin.calculator import calculator_capability
-from venus.capabilities.builtin.timer import MAX_TIMERS, TIMER, timer_capability
+from venus.capabilities.builtin.timer import MAX_TIMERS, TIMER, TimerTime, timer_capability
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
 from venus.capabilities.result import ToolResult
@@ -165,19 +165,29 @@ OTHER_CALLS = 4  # threads left for calls other than pending timers
 
 
 def builtin_transport(
-    extra: Sequence[Capability] = (), clock_at_s: float | None = None
+    extra: Sequence[Capability] = (),
+    clock_at_s: float | None = None,
+    timer_time: TimerTime | None = None,
 ) -> InProcessTransport:
     """The built-ins, and ``extra`` ones configured by the daemon (``mqtt_device``,
     ``reason``), behind one in-process transport (the daemon and ``venus call``); up to
-    ``MAX_TIMERS`` pending timers never starve the other calls. ``clock_at_s`` stops the
-    clock at that instant (seconds since the epoch), its local zone UTC: offline runs
-    (``venus demo``, ``venus eval delegation``) then read the same time whenever and
-    wherever they run, and a result the model reads cannot part two runs of a seed."""
+    ``MAX_TIMERS`` pending timers never starve the other calls.
+
+    Offline runs (``venus demo``, ``venus eval delegation``) give both of the others, so
+    that they repeat whenever and wherever they run and a result the model reads cannot
+    part two runs of a seed. ``clock_at_s`` stops the clock at that instant (seconds
+    since the epoch), its local zone UTC; the timer dates its due times from it too.
+    ``timer_time`` is what the timers wait on (``SampleTime``: the sample clock). Either
+    gives the transport a timer registry of its own (ids from ``t1``), not the process's."""
     builtins = BUILTINS
-    if clock_at_s is not None:
-        at = clock_at_s
-        fixed = clock_capability(lambda: at, lambda: (timezone.utc, "UTC", ""))
-        builtins = (fixed, *(c for c in BUILTINS if c.contract.name != CLOCK.name))
+    if clock_at_s is not None or timer_time is not None:
+        now = time.time if clock_at_s is None else (lambda at=clock_at_s: at)
+        zone = None if clock_at_s is None else timezone.utc
+        own = [timer_capability(now, pace=timer_time, zone=zone)]
+        if clock_at_s is not None:
+            own.append(clock_capability(now, lambda: (timezone.utc, "UTC", "")))
+        mine = {c.contract.name: c for c in own}  # in BUILTINS' places: the order offered
+        builtins = tuple(mine.get(c.contract.name, c) for c in BUILTINS)
     return InProcessTransport([*builtins, *extra], max_workers=OTHER_CALLS + MAX_TIMERS)
 
 

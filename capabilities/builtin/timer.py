@@ -17,7 +17,10 @@ which keeps each pending timer's token for that. The handler wakes, raises
 Each pending timer holds one worker thread for as long as it runs, so whoever serves this
 capability needs ``max_timers`` threads beyond those other calls use (``builtin_transport``
 has them, and so has ``venus worker`` by default: ``worker_concurrency``). The
-wait runs on real (monotonic) time; ``clock`` only dates the due time reported.
+wait runs on real (monotonic) time (``WallTime``), or in an offline run on the sample
+clock (``SampleTime``: a timer set at second 3 of a sample for 15 s runs out at second 18
+of it, however fast the machine runs the sample); ``clock`` only dates the due time
+reported.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, tzinfo
+from typing import Any, Protocol
 
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import CallCancelled, Capability, Context
@@ -129,6 +132,75 @@ TIMER = Contract(
 )
 
 
+class TimerTime(Protocol):
+    """What a timer waits on: seconds that only move forward."""
+
+    def start(self, item_id: str) -> float:
+        """When the ``set`` call ``item_id`` started its timer."""
+        ...
+
+    def now(self) -> float: ...
+
+    def wait(self, token: threading.Event, until: float) -> None:
+        """Return once ``now() >= until`` or ``token`` is set."""
+        ...
+
+
+class WallTime:
+    """Real time (``time.monotonic``): the daemon's and ``venus worker``'s timers."""
+
+    def start(self, item_id: str) -> float:
+        return time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wait(self, token: threading.Event, until: float) -> None:
+        while (left := until - time.monotonic()) > 0:
+            if token.wait(left):
+                return
+
+
+class SampleTime:
+    """An offline run's sample clock, which moves only when the run says (``advance``):
+    a timer runs out at the same point of the sample however fast the machine runs it.
+    A call starts its timer at the start of the chunk that made it (``made_at``, the
+    journal's chunk index; the boundary reached last when that is unknown); at the end of
+    chunk ``k`` the time is ``(k + 1) * chunk_s``."""
+
+    POLL_S = 0.05  # a cancel sets the call's token without waking us: look this often
+
+    def __init__(
+        self, chunk_s: float, made_at: Callable[[str], int | None] = lambda _item: None
+    ) -> None:
+        if not chunk_s > 0:
+            raise CapabilityError(f"chunk_s must be > 0, got {chunk_s!r}")
+        self.chunk_s = chunk_s
+        self.made_at = made_at
+        self._now = 0.0
+        self._moved = threading.Condition()
+
+    def start(self, item_id: str) -> float:
+        chunk = self.made_at(item_id)
+        return self.now() if chunk is None else chunk * self.chunk_s
+
+    def now(self) -> float:
+        with self._moved:
+            return self._now
+
+    def advance(self, chunk: int) -> float:
+        """The end of chunk ``chunk``: wake the timers due by then; the time now."""
+        with self._moved:
+            self._now = max(self._now, (chunk + 1) * self.chunk_s)
+            self._moved.notify_all()
+            return self._now
+
+    def wait(self, token: threading.Event, until: float) -> None:
+        with self._moved:
+            while self._now < until and not token.is_set():
+                self._moved.wait(self.POLL_S)
+
+
 @dataclass(eq=False)
 class Timer:
     """One pending timer: its ``set`` call's token wakes it, whoever cancels."""
@@ -137,16 +209,19 @@ class Timer:
     label: str | None
     seconds: float
     due_s: float  # clock() time it is due, for the ISO time reported
-    ends_at: float  # time.monotonic() it is due, for the wait
+    ends_at: float  # the TimerTime it is due, for the wait
     token: threading.Event  # the set call's Context.cancelled
+    now: Callable[[], float]  # its TimerTime's now
+    zone: tzinfo | None = None  # of the due time reported (None: the machine's)
     cancelled_by: str = ""  # set by a cancel action before it sets the token
 
     def left_s(self) -> float:
-        return max(0.0, self.ends_at - time.monotonic())
+        return max(0.0, self.ends_at - self.now())
 
     def fields(self) -> dict[str, Any]:
-        due = datetime.fromtimestamp(self.due_s).astimezone().isoformat(timespec="seconds")
-        return {"timer": self.id, "label": self.label, "seconds": self.seconds, "due": due}
+        due = datetime.fromtimestamp(self.due_s, self.zone).astimezone(self.zone)
+        due_iso = due.isoformat(timespec="seconds")
+        return {"timer": self.id, "label": self.label, "seconds": self.seconds, "due": due_iso}
 
     def pending(self) -> dict[str, Any]:
         return {**self.fields(), "left_s": round(self.left_s(), 1)}
@@ -160,10 +235,18 @@ class Timer:
 class Timers:
     """The pending timers of one capability, shared by its calls (under one lock)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, max_timers: int = MAX_TIMERS):
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        max_timers: int = MAX_TIMERS,
+        pace: TimerTime | None = None,
+        zone: tzinfo | None = None,
+    ):
         if max_timers < 1:
             raise CapabilityError(f"max_timers must be at least 1, got {max_timers}")
         self.clock = clock
+        self.pace: TimerTime = pace or WallTime()
+        self.zone = zone
         self.max_timers = max_timers
         self._lock = threading.Lock()
         self._timers: dict[str, Timer] = {}
@@ -196,16 +279,16 @@ class Timers:
                 label,
                 seconds,
                 self.clock() + seconds,
-                time.monotonic() + seconds,
+                self.pace.start(ctx.item_id) + seconds,
                 ctx.cancelled,
+                self.pace.now,
+                self.zone,
             )
             self._timers[timer.id] = timer
         try:
             what = f" ({label})" if label else ""
             ctx.progress(0.0, f"timer {timer.id} set for {duration(seconds)}{what}")
-            while (left := timer.ends_at - time.monotonic()) > 0:
-                if ctx.cancelled.wait(left):
-                    break
+            self.pace.wait(ctx.cancelled, timer.ends_at)
         finally:
             with self._lock:
                 self._timers.pop(timer.id, None)
@@ -265,8 +348,13 @@ def duration(seconds: float, adjective: bool = False) -> str:
 
 
 def timer_capability(
-    clock: Callable[[], float] = time.time, max_timers: int = MAX_TIMERS
+    clock: Callable[[], float] = time.time,
+    max_timers: int = MAX_TIMERS,
+    pace: TimerTime | None = None,
+    zone: tzinfo | None = None,
 ) -> Capability:
-    """The ``timer`` capability with its own registry; ``clock`` is there for tests."""
-    timers = Timers(clock, max_timers)
+    """The ``timer`` capability with its own registry; ``clock`` dates the due times
+    reported (in ``zone``, default the machine's), ``pace`` is what the timers wait on
+    (default ``WallTime``)."""
+    timers = Timers(clock, max_timers, pace, zone)
     return Capability(TIMER, timers.handle)

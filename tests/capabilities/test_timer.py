@@ -13,11 +13,18 @@ import pytest
 from support.inprocess import WAIT_S, Recorder, request
 
 from venus.capabilities.builtin import BUILTINS, builtin_transport
-from venus.capabilities.builtin.timer import MAX_SECONDS, MAX_TIMERS, TIMER, duration
+from venus.capabilities.builtin.timer import (
+    MAX_SECONDS,
+    MAX_TIMERS,
+    TIMER,
+    SampleTime,
+    duration,
+)
 from venus.capabilities.builtin.timer import timer_capability as timer
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import STOPPED, InProcessTransport
 from venus.capabilities.transport import Finished, Progress
+from venus.errors import CapabilityError
 
 LONG_S = 30  # a timer no test waits for: it only ends by a cancel
 NOON_ISH = datetime(2026, 11, 30, 13, 5, 9, tzinfo=timezone.utc).timestamp()
@@ -224,3 +231,28 @@ def test_stop_ends_pending_timers_promptly(
     for item in ("s1", "s2"):
         final = recorder.finished(item)
         assert final.status == "cancelled" and final.result.text() == STOPPED
+
+
+def test_on_the_sample_clock_a_timer_waits_for_the_run(make: Make, recorder: Events) -> None:
+    """``SampleTime``: a timer made in chunk 3 for 10 s runs out when the run reaches
+    13 s, however little wall time passes; list counts what is left in sample time, and
+    a cancel still ends a timer at once."""
+    chunks = {"s1": 3, "s2": 3}
+    sample = SampleTime(1.0, made_at=chunks.get)
+    t = make(timer(pace=sample))
+    set_timer(t, recorder, "s1", seconds=10, label="eggs")
+    set_timer(t, recorder, "s2", seconds=LONG_S, label="tea")
+    assert sample.advance(4) == 5.0
+    listed = (ask(t, recorder, "l1", action="list").result.structured or {})["timers"]
+    assert [(x["timer"], x["left_s"]) for x in listed] == [("t1", 8.0), ("t2", 28.0)]
+    sample.advance(11)  # 12 s: one short
+    time.sleep(0.2)  # what a timer woken too early would need to answer
+    assert not any(isinstance(e, Finished) for e in recorder.of("s1")), "ran out early"
+    sample.advance(12)
+    final = recorder.finished("s1")
+    assert final.status == "completed", final
+    assert final.result.text() == "Your 10 second timer for eggs is done."
+    assert ask(t, recorder, "c1", action="cancel", timer="tea").status == "completed"
+    assert recorder.finished("s2").status == "cancelled"
+    with pytest.raises(CapabilityError, match="chunk_s must be > 0"):
+        SampleTime(0.0)

@@ -461,20 +461,3 @@ def test_cli_refuses_bad_inputs_with_the_message(
     assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--hypothesis", str(tmp_path)]) == 1
     assert "no <sample id>/timeline.jsonl" in capsys.readouterr().err
-
-
-def test_the_bench_harness_reads_a_stopped_clock(tmp_path: Path) -> None:
-    """`venus demo` and `venus eval delegation` run the real harness and journal; its
-    built-in clock reads BENCH_CLOCK_S, so a result the model reads repeats in every run."""
-    from venus.daemon.harness.core import Capture
-    from venus.daemon.harness.states import State
-    from venus.evaluation.delegation_env import bench_harness
-
-    for run in ("a", "b"):
-        with bench_harness(tmp_path / f"{run}.sqlite3", []) as (harness, _):
-            item_id = harness.submit(Capture("clock", {"timezone": "UTC"}, "s1"))
-            item = harness.wait(item_id, 10)
-            assert item is not None and item.state is State.COMPLETED, item
-            result = harness.core.journal.result(item_id)
-            assert result is not None
-            assert result[1].text() == "It is 09:30 on Monday, 5 January 2026 (UTC)."
