@@ -15,10 +15,17 @@ and the capabilities' input schemas.
 - **Times**, per pair, on the sample clock: to the result, the chunk whose boundary it
   was injected at minus the call's chunk; to the spoken result, the first chunk at or
   after that where a reply starts (the one that delivers it) minus the call's; x chunk_s.
+- **Result words said**, over the pairs the reference answered: the words the
+  reference's reply took from the result (in the result's text and that reply's, case
+  and punctuation aside; of those, the ones the system's own result also has, when its
+  items say what it got), and the share of them the system's reply delivering its
+  result says (0 where none did). The words of the text the model decoded, not heard (no ASR):
+  whether it read the result out, not how clearly.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,8 +43,10 @@ __all__ = [
     "SampleScore",
     "SetScore",
     "Track",
+    "result_words",
     "score_sample",
     "score_set",
+    "words",
 ]
 
 DecisionKind = Literal["cancel", "retry", "revise", "replace"]
@@ -55,6 +64,24 @@ class Call:
     arguments: Mapping[str, Any]
     result_chunk: int | None = None
     spoken_chunk: int | None = None
+    said: str = ""  # the text of the reply that delivered the result ("" when none did)
+    result_text: str = ""  # what its result said ("" when none came, or unknown)
+
+
+def words(text: str) -> set[str]:
+    """The words of ``text``, lower-cased, punctuation and symbols dropped."""
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def result_words(reference: Call, hypothesis: Call) -> tuple[int, int]:
+    """The words the reference's reply took from its result (in both), of those the
+    hypothesis's own result also has when it is known (a built-in such as the clock or a
+    timer of other arguments answers it otherwise), and how many of them the
+    hypothesis's reply delivering that result says."""
+    key = words(reference.result_text) & words(reference.said)
+    if hypothesis.result_text:
+        key &= words(hypothesis.result_text)
+    return len(key & words(hypothesis.said)), len(key)
 
 
 @dataclass(frozen=True)
@@ -235,6 +262,7 @@ class SetScore:
     decision_f1: float | None
     results_returned: float | None  # of matched calls the reference answered: came back
     results_spoken: float | None  # ... and a reply delivered it
+    result_words_said: float | None  # of the words the reference's reply took from the result
     time_to_result: Dist
     time_to_spoken: Dist
     reference_time_to_result: Dist  # the reference's, over the matched calls
@@ -249,6 +277,7 @@ def score_set(scores: Sequence[SampleScore]) -> SetScore:
     pairs = [p for s in scores for p in s.pairs]
     tp = len(pairs)
     answered = [p for p in pairs if p.reference.result_chunk is not None]
+    said_words = [result_words(p.reference, p.hypothesis) for p in answered]
     precision, recall = _ratio(tp, hyp), _ratio(tp, ref)
     with_calls = [s for s in scores if s.reference_calls]
     others = [s for s in scores if not s.reference_calls]
@@ -291,6 +320,7 @@ def score_set(scores: Sequence[SampleScore]) -> SetScore:
         results_spoken=_ratio(
             sum(p.hypothesis.spoken_chunk is not None for p in answered), len(answered)
         ),
+        result_words_said=_ratio(sum(h for h, _ in said_words), sum(k for _, k in said_words)),
         time_to_result=times("result", "hypothesis"),
         time_to_spoken=times("spoken", "hypothesis"),
         reference_time_to_result=times("result", "reference"),

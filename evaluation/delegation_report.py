@@ -55,6 +55,8 @@ def _sample(s: SampleScore) -> dict[str, Any]:
                 "hypothesis_arguments": dict(p.hypothesis.arguments),
                 "result_chunk": p.hypothesis.result_chunk,
                 "spoken_chunk": p.hypothesis.spoken_chunk,
+                "said": p.hypothesis.said,
+                "reference_said": p.reference.said,
             }
             for p in s.pairs
         ],
@@ -150,6 +152,10 @@ def render_markdown(system: str, data: Path, f: SetScore, missing: Sequence[str]
             ["malformed spans", str(f.malformed)],
             ["results returned (matched calls the reference answered)", _pct(f.results_returned)],
             ["results spoken", _pct(f.results_spoken)],
+            [
+                "result words said (of those the reference's reply took from the result)",
+                _pct(f.result_words_said),
+            ],
         ],
     )
     lines += ["", "## Decisions on pending work", ""]

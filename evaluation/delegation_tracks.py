@@ -3,14 +3,16 @@ from a timeline (and the items its harness made), and a trajectory as a timeline
 
 **Items** (``items.jsonl``, one object a line, oldest first): ``item_id``, ``capability``,
 ``arguments``, ``chunk_index`` (the chunk whose span made it), ``span`` (that span's text),
-``state``. They tie a timeline's results (``ResultRecord.item_id``) to its calls and
-resolve item ids in decisions; without them a hypothesis still scores, but its calls have
-no result times and a decision naming an id is counted under that id.
+``state``, ``result`` (its final result's text, null before one). They tie a timeline's
+results (``ResultRecord.item_id``) to its calls and resolve item ids in decisions; without
+them a hypothesis still scores, but its calls have no result times and a decision naming
+an id is counted under that id.
 
 **Spoken** (both sides, the same rule): a reply starts at a ``speak`` / ``turn_eos``
 chunk after a ``listen`` or ``turn_eos`` chunk (or at chunk 0); a result is spoken at the
 first reply start at or after the chunk it was injected at (the harness hands a reply
-every result offered before it starts). Words are not checked (no ASR, no judge).
+every result offered before it starts). Its words are that reply's decoded text
+(``reply_text``), not heard (no ASR, no judge).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "reference_items",
     "reference_timeline",
     "reference_track",
+    "reply_text",
     "write_items",
 ]
 
@@ -52,6 +55,21 @@ def _spoken(result: int | None, starts: Sequence[int]) -> int | None:
     if result is None:
         return None
     return next((s for s in starts if s >= result), None)
+
+
+def reply_text(texts: Sequence[str], decisions: Sequence[str], start: int | None) -> str:
+    """The text of the reply starting at position ``start`` ("" for None): its chunks to
+    its ``turn_eos`` chunk, or to the last before a ``listen``."""
+    if start is None:
+        return ""
+    said = []
+    for text, decision in zip(texts[start:], decisions[start:], strict=True):
+        if decision not in SPEAKING:
+            break
+        said.append(text.strip())
+        if decision == "turn_eos":
+            break
+    return " ".join(t for t in said if t)
 
 
 def _decision(p: ParsedCall, chunk: int, capability_of: Mapping[str, str]) -> Decision | None:
@@ -77,26 +95,28 @@ def reference_track(traj: Mapping[str, Any]) -> Track:
     """The trajectory's targets: calls from ``delegations`` (``form`` call), decisions from
     the chunks' spans, spoken chunks from the chunks' decisions."""
     chunks = traj["chunks"]
-    starts = reply_starts([c["decision"] for c in chunks])
+    texts, chosen = [c["text"] for c in chunks], [c["decision"] for c in chunks]
+    starts = reply_starts(chosen)
     capability_of = {d["item_id"]: d["capability"] for d in traj["delegations"]}
-    calls = tuple(
-        Call(
-            d["call_chunk"],
-            d["capability"],
-            d["arguments"],
-            d["result_chunk"],
-            _spoken(d["result_chunk"], starts),
-        )
-        for d in traj["delegations"]
-        if d["form"] == "call"
-    )
+    calls = []
+    for d in traj["delegations"]:
+        if d["form"] != "call":
+            continue
+        spoken = _spoken(d["result_chunk"], starts)
+        said = reply_text(texts, chosen, spoken)  # chunk i is chunks[i]
+        calls.append(
+            Call(d["call_chunk"], d["capability"], d["arguments"], d["result_chunk"], spoken,
+                 said, d["result_text"] if d["result_chunk"] is not None else "")
+        )  # fmt: skip
     decisions = []
     for c in chunks:
         for span in c["delegate"]:
             made = _decision(parse_call(span), c["index"], capability_of)
             if made is not None:
                 decisions.append(made)
-    return Track(traj["sample_id"], traj["category"], traj["chunk_s"], calls, tuple(decisions))
+    return Track(
+        traj["sample_id"], traj["category"], traj["chunk_s"], tuple(calls), tuple(decisions)
+    )
 
 
 def hypothesis_track(
@@ -109,8 +129,10 @@ def hypothesis_track(
     """What a run delegated: every valid span of ``records``, re-parsed for its decision;
     each call tied to the item its harness made of it (``items``: same chunk and span
     text, else same chunk and capability) and so to the chunk its result came back at."""
-    starts_at = reply_starts([r.decision for r in records])
+    texts, chosen = [r.text for r in records], [r.decision for r in records]
+    starts_at = reply_starts(chosen)
     starts = [records[i].index for i in starts_at]
+    position = {r.index: i for i, r in enumerate(records)}
     result_at: dict[str, int] = {}
     for r in records:
         for res in r.results:
@@ -134,7 +156,10 @@ def hypothesis_track(
                 continue
             item = _take(unused, r.index, d.raw, p.name)
             result = result_at.get(str(item["item_id"])) if item is not None else None
-            calls.append(Call(r.index, p.name, p.arguments or {}, result, _spoken(result, starts)))
+            spoken = _spoken(result, starts)
+            said = reply_text(texts, chosen, None if spoken is None else position[spoken])
+            got = str((item or {}).get("result") or "") if result is not None else ""
+            calls.append(Call(r.index, p.name, p.arguments or {}, result, spoken, said, got))
     return Track(sample_id, category, chunk_s, tuple(calls), tuple(decisions), malformed)
 
 
@@ -176,6 +201,7 @@ def reference_items(traj: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "chunk_index": k,
                 "span": span,
                 "state": d["status"],
+                "result": d["result_text"] if d["result_chunk"] is not None else None,
             }
         )
     return rows
@@ -236,8 +262,10 @@ def journal_items(journal: Path, session_id: str) -> list[dict[str, Any]]:
 
     with Journal.open(journal, read_only=True) as j:
         items = list(reversed(j.items(session_id=session_id)))
+        results = {i.id: j.result(i.id) for i in items}
     return [{"item_id": i.id, "capability": i.capability, "arguments": dict(i.arguments),
-             "chunk_index": i.chunk_index, "span": i.text, "state": str(i.state.value)}
+             "chunk_index": i.chunk_index, "span": i.text, "state": str(i.state.value),
+             "result": None if (r := results[i.id]) is None else r[1].text()}
             for i in items]  # fmt: skip
 
 

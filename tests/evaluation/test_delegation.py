@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from venus.evaluation.delegation import (
     Call,
     Decision,
     Track,
+    result_words,
     score_sample,
     score_set,
 )
@@ -215,6 +217,24 @@ def test_time_to_result_and_to_the_reply_that_delivers_it() -> None:
     assert f.time_to_result.mean_s == 2.0 and f.reference_time_to_spoken.median_s == 1.5
 
 
+def test_result_words_said_are_the_result_words_the_reference_reply_says() -> None:
+    from venus.evaluation.delegation_tracks import reply_text
+
+    said = ["", "Time's", "up!", "Later", ""]
+    assert reply_text(said, ["listen", "speak", "turn_eos", "speak", "listen"], 1) == "Time's up!"
+    assert reply_text(said, ["listen", "speak", "speak", "speak", "listen"], 3) == "Later"
+    got = "Tuesday in Paris: sunny, 21 °C."
+    ref = Call(2, "weather", {}, 4, 5, "On Tuesday in Paris it will be sunny, 21 degrees.", got)
+    hyp = Call(2, "weather", {}, 6, 8, "In Paris it is sunny and 12 degrees", got)
+    assert result_words(ref, hyp) == (3, 5)  # in, paris, sunny of tuesday in paris sunny 21
+    assert result_words(ref, replace(hyp, said="")) == (0, 5)  # never said
+    # a built-in answers the system otherwise: only the words its own result has count
+    clock = replace(hyp, result_text="Paris, Monday: sunny", said="Paris is sunny")
+    assert result_words(ref, clock) == (2, 2)
+    s = score_sample(Track("s", "delegation", 1.0, (ref,)), Track("s", "d", 1.0, (hyp,)), SCHEMAS)
+    assert score_set([s]).result_words_said == 0.6
+
+
 def test_without_items_a_call_has_no_result_time_and_ids_stay_ids() -> None:
     from venus.evaluation.delegation_tracks import hypothesis_track
 
@@ -307,7 +327,7 @@ def test_the_reference_scored_against_itself_is_perfect(
     assert all(ref == hyp == matched for ref, hyp, matched in f.decisions.values())
     assert f.time_to_result == f.reference_time_to_result and f.time_to_result.n > 0
     assert f.time_to_spoken == f.reference_time_to_spoken
-    assert (f.results_returned, f.results_spoken) == (1.0, 1.0)
+    assert (f.results_returned, f.results_spoken, f.result_words_said) == (1.0, 1.0, 1.0)
     report = json.loads(done.json_path.read_text())
     assert report["set"]["f1"] == 1.0 and len(report["samples"]) == 8
     assert "| tool selection F1 | 100.0% |" in done.md_path.read_text()
