@@ -28,7 +28,10 @@ targets of the chunk that starts a reply are marked ``opening``: they say which 
 the model took the question for; of those, the target that names a delegation span's
 capability (``timer`` in ``{"name": "timer", ..}``, or ``retry`` / ``cancel`` in
 ``{"retry": ..}``) is also marked ``choice``: the tokens before it are the same in every
-span, so it is where a call picks its tool. Everything else (the user's audio, results,
+span, so it is where a call picks its tool. The spoken text targets of the reply that
+delivers a result (the first to start at or after the chunk it was injected in: the
+harness hands a reply every result offered before it starts) are marked ``reading``:
+there the model reads the result out. Everything else (the user's audio, results,
 markers) is input only: the assistant's spans alone are supervised, as in the paper.
 
 A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
@@ -76,6 +79,7 @@ class Layout:
     after: list[bool] = field(default_factory=list)  # carrying on just after a hold (above)
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
+    reading: list[bool] = field(default_factory=list)  # spoken text of a reply owing a result
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
     stats: LayoutStats = field(default_factory=LayoutStats)
 
@@ -93,6 +97,7 @@ class Layout:
         self.after.append(False)
         self.opening.append(False)
         self.choice.append(False)
+        self.reading.append(False)
         self.speech.append(-1)
         return len(self.ids) - 1
 
@@ -119,40 +124,31 @@ def build_layout(
     name_prefix = encode(CALL_PREFIX)
     pending: list[int] = []
     in_reply = False
+    owed = reads = False  # a result injected and not yet delivered; this reply delivers one
     held = -AFTER_CHUNKS - 1  # the chunk of the last hold
     for k, chunk in enumerate(chunks):
         out.stats.chunks += 1
         last = _prefill(out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens)
+        owed = owed or bool(chunk["results"])
         decision = chunk["decision"]
         speaking = decision in ("speak", "turn_eos")
         if _mark_decision(out, last, chunk, s, in_reply, after=k - held <= AFTER_CHUNKS):
             held = k
         opens = speaking and not in_reply
+        if opens:  # a reply delivers every result offered before it starts (the harness)
+            reads, owed = owed, False
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]
-            in_reply = False
+            in_reply = reads = False
             continue
         out.stats.speaking += 1
-        body: list[tuple[int, bool, bool]] = []  # (token, spoken, choice)
-        for span in chunk["delegate"]:
-            ids = encode(span)
-            out.stats.span_tokens += len(ids)
-            pick = _choice(ids, name_prefix)
-            body += [(s["<|delegate|>"], False, False),
-                     *((t, False, i == pick) for i, t in enumerate(ids)),
-                     (s["<|/delegate|>"], False, False)]  # fmt: skip
-        text = chunk["text"]
-        spoken = encode((" " + text) if in_reply and text else text)
-        if len(spoken) > max_text_tokens:
-            out.stats.truncated_chunks += 1
-            spoken = spoken[:max_text_tokens]
-        out.stats.text_tokens += len(spoken)
-        body += [(t, True, False) for t in spoken]
+        body, spoken = _body(chunk, s, encode, name_prefix, in_reply, max_text_tokens, out.stats)
         ends_turn = decision == "turn_eos"
         close = s["<|turn_eos|>"] if ends_turn and len(spoken) < max_text_tokens else None
         prev = out.add(s["<|speak|>"])
         for token, is_spoken, is_choice in body:
             out.labels[prev], out.opening[prev], out.choice[prev] = token, opens, is_choice
+            out.reading[prev] = reads and is_spoken
             prev = out.add(token)
             if is_spoken:
                 out.speech[prev] = k
@@ -164,7 +160,36 @@ def build_layout(
                 out.labels[prev], out.opening[prev] = s["<|chunk_end|>"], opens
             pending = [s["<|chunk_end|>"]]
         in_reply = not ends_turn
+        reads = reads and in_reply
     return out
+
+
+def _body(
+    chunk: Mapping[str, Any],
+    s: Mapping[str, int],
+    encode: Encode,
+    name_prefix: Sequence[int],
+    in_reply: bool,
+    max_text_tokens: int,
+    stats: LayoutStats,
+) -> tuple[list[tuple[int, bool, bool]], list[int]]:
+    """A speaking chunk's text phase: its delegation spans, then its text cut to the
+    budget, as (token, spoken, choice); and the spoken tokens."""
+    body: list[tuple[int, bool, bool]] = []
+    for span in chunk["delegate"]:
+        ids = encode(span)
+        stats.span_tokens += len(ids)
+        pick = _choice(ids, name_prefix)
+        body += [(s["<|delegate|>"], False, False),
+                 *((t, False, i == pick) for i, t in enumerate(ids)),
+                 (s["<|/delegate|>"], False, False)]  # fmt: skip
+    text = chunk["text"]
+    spoken = encode((" " + text) if in_reply and text else text)
+    if len(spoken) > max_text_tokens:
+        stats.truncated_chunks += 1
+        spoken = spoken[:max_text_tokens]
+    stats.text_tokens += len(spoken)
+    return body + [(t, True, False) for t in spoken], spoken
 
 
 def _mark_decision(

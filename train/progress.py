@@ -89,7 +89,7 @@ def plot_history(history: Path, png: Path) -> bool:
     a.legend()
     for key in ("control_accuracy", "control_chance", "speak_recall", "turn_accuracy",
                 "hold_accuracy", "after_hold_accuracy", "text_accuracy", "opening_accuracy",
-                "first_token_accuracy", "call_accuracy", "speech_accuracy",
+                "first_token_accuracy", "call_accuracy", "reading_accuracy", "speech_accuracy",
                 "speech_closed_accuracy", "heard_cer", "addressee_accuracy"):  # fmt: skip
         have = [r for r in vals if key in r["validation"]]
         if have:

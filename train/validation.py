@@ -23,7 +23,7 @@ COUNTS = {
     "f": "first_tokens", "f_right": "first_right", "c": "choice_tokens",
     "c_right": "choice_right", "turns": "turns", "turns_right": "turns_right",
     "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
-    "a": "afters", "a_right": "afters_right",
+    "a": "afters", "a_right": "afters_right", "r": "reading_tokens", "r_right": "reading_right",
 }  # fmt: skip
 
 
@@ -121,6 +121,8 @@ def evaluate(
         "opening_accuracy": ratio(sums["o_right"], sums["o"]),
         "first_token_accuracy": ratio(sums["f_right"], sums["f"]),
         "call_accuracy": ratio(sums["c_right"], sums["c"]),
+        "reading_accuracy": ratio(sums["r_right"], sums["r"]),
+        "reading_tokens": sums["r"],
         "replies": sums["f"],
         "calls": sums["c"],
         "decisions": sums["d"],
@@ -158,6 +160,11 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     calls = ""
     if m.get("calls"):
         calls = f", a call's tool {100 * m['call_accuracy']:.1f}% of {int(m['calls'])}"
+    if m.get("reading_tokens"):
+        calls += (
+            f", a result read out {100 * m['reading_accuracy']:.1f}% of "
+            f"{int(m['reading_tokens'])} tokens"
+        )
     events = ""
     if m.get("events"):
         events = (

@@ -202,3 +202,18 @@ def test_carrying_on_in_the_two_chunks_after_a_hold_is_marked_after() -> None:
     short[2]["action"] = "continue_speaking"
     layout = build_layout(short, S, encode, audio_tokens=1, vision_tokens=1)
     assert not any(layout.after)
+
+
+def test_the_spoken_text_of_the_reply_that_delivers_a_result_is_marked_reading() -> None:
+    """A result injected while listening is read by the next reply, all of its spoken
+    text (not its delegation spans, not the closing token) to its end; one injected
+    mid-reply waits for the reply after; a reply owing nothing is not marked."""
+    chunks = [chunk("speak", "hi", delegate=("{}",)), chunk("turn_eos", "bye"),
+              chunk(results=("R",)), chunk("speak", "ok", delegate=("{}",)),
+              chunk("speak", "there"), chunk("turn_eos", "now", results=("R",)),
+              chunk("turn_eos", "hi"), chunk("turn_eos", "bye")]  # fmt: skip
+    layout = build_layout(chunks, S, encode, audio_tokens=1, vision_tokens=0)
+    reading = [NAMES.get(t, str(t)) for t, r in zip(layout.labels, layout.reading, strict=True)
+               if r]  # fmt: skip
+    assert reading == ["6", "2", "4", "1"]  # ok there now, then hi (the second result)
+    assert all(layout.labels[i] != IGNORE for i, r in enumerate(layout.reading) if r)

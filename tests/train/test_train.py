@@ -68,6 +68,7 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert whole.steps == 4 and whole.resumed_from == 0
     assert "heard_cer" not in whole.metrics  # no listening head without train.ctc_weight
     assert 0 <= whole.metrics["opening_accuracy"] <= 1
+    assert 0 <= whole.metrics["reading_accuracy"] <= 1  # a result read out (layout.reading)
     first = train(cfg, small_set, tmp_path / "parts", lines.append, stop_after=3)
     assert first.steps == 3  # stopped between checkpoints: the state is step 2's
     metrics = json.loads((tmp_path / "parts" / "train" / "metrics.json").read_text())
