@@ -12,6 +12,7 @@ budget when the chunk runs late.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,16 @@ log = logging.getLogger(__name__)
 
 DELEGATION_BUDGET = 256  # tokens one <|delegate|> span may take before it counts as cut off
 RESULT_TOKENS = 512  # a longer injected result is cut to this many tokens
-IDLE_SPEECH_RATIO = 0.2  # a chunk with less user speech than this (VAD) counts as idle
+# A chunk counts as the user speaking (not idle) when the VAD hears speech in this share
+# of it and its loud frames rise this far above the noise floor (hw/vad.py: webrtcvad
+# alone takes babble and much steady noise for speech, in every chunk)
+IDLE_SPEECH_RATIO = 0.2
+IDLE_RISE_DB = 9.0
+# ... and a chunk counts as idle anyway after this long of such speech while the
+# assistant listens: speech that goes on that long is more often the room (a TV) than
+# the user, and a ``when_idle`` result must not wait for a quiet that never comes; the
+# model decides itself when to speak it (docs/harness.md)
+IDLE_WAIT_S = 8.0
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,22 @@ class ChunkStep:
             speech=e.speech.new_state(),
         )
 
+    @staticmethod
+    def _idle(stream: Stream, chunk: ChunkInput) -> bool:
+        """Whether ``when_idle`` results may come in at this boundary: the assistant is
+        not speaking, and the user is not (voiced and above the noise floor) or has been
+        for ``IDLE_WAIT_S`` while the assistant listened."""
+        if stream.reply_id is not None:
+            stream.heard_since_s = None
+            return False
+        rise_db = chunk.vad.rise_db if chunk.vad is not None else math.inf  # no level known
+        if chunk.speech_ratio < IDLE_SPEECH_RATIO or rise_db < IDLE_RISE_DB:
+            stream.heard_since_s = None
+            return True
+        if stream.heard_since_s is None:
+            stream.heard_since_s = chunk.start_s
+        return chunk.start_s - stream.heard_since_s >= IDLE_WAIT_S
+
     def __call__(self, stream: Stream, chunk: ChunkInput) -> ChunkResult:
         t0 = chunk.boundary_s if chunk.boundary_s is not None else time.monotonic()
         out = ChunkResult(chunk.index, chunk.start_s, "listen", chunk.speech_ratio)
@@ -140,7 +166,7 @@ class ChunkStep:
         if stream.memory is not None:
             with clock("memory"):
                 self._remember(stream, chunk, audio, vision, out)
-        idle = stream.reply_id is None and chunk.speech_ratio < IDLE_SPEECH_RATIO
+        idle = self._idle(stream, chunk)
         results = self.harness.results(stream.session_id, chunk.index, idle)
         stream.unanswered += [r.item_id for r in results]
         with clock("prefill"):

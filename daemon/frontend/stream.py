@@ -77,6 +77,7 @@ class Stream:
     frame: NDArray[np.uint8] | None = None  # the latest camera frame (RGB), for evidence
     chunks: int = 0  # chunks stepped
     turn: UserTurn = field(default_factory=UserTurn)  # the user's turn (``VadPolicy``)
+    heard_since_s: float | None = None  # the VAD has heard speech since, while listening
     memory: SessionMemory | None = None  # long-session memory (``[memory]``), if on
     in_context: ContextChunks = field(default_factory=ContextChunks)
 
@@ -124,6 +125,7 @@ class Stream:
         self.frame = None
         self.chunks = 0
         self.turn = UserTurn()
+        self.heard_since_s = None
         self.in_context.clear()
         if self.memory is not None:
             self.memory.end()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import io
-import subprocess
-import wave
-
 import numpy as np
 import pytest
-import soxr
-from support.services import require_binary
+from support.babble import at_dbfs, babble, espeak
 
+from venus.daemon.frontend.step import IDLE_RISE_DB, IDLE_SPEECH_RATIO
 from venus.hw.vad import Vad, VadStats
 
 RATE = 16000
@@ -22,16 +18,7 @@ NOISE_DBFS = -50.0  # a quiet room
 @pytest.fixture(scope="module")
 def speech() -> np.ndarray:
     """espeak-ng speech as float32 at 16 kHz, trimmed to start at its first sound."""
-    binary = require_binary("espeak-ng", "espeak-ng")
-    wav = subprocess.run(
-        [binary, "--stdout", TEXT], capture_output=True, check=True, timeout=30
-    ).stdout
-    with wave.open(io.BytesIO(wav)) as w:
-        rate = w.getframerate()
-        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16)
-    x = soxr.resample(pcm.astype(np.float32) / 32768, rate, RATE).astype(np.float32)
-    sound = np.flatnonzero(np.abs(x) > 0.01)
-    return x[sound[0] : sound[-1] + 1]
+    return espeak(TEXT)
 
 
 def noise(seconds: float, dbfs: float = NOISE_DBFS, seed: int = 0) -> np.ndarray:
@@ -88,6 +75,21 @@ def test_silence_and_noise_are_not_speech() -> None:
     room = stream(Vad(2, 30), noise(4.0, seed=1), [RATE])
     assert room[0][1].speech_ratio < 0.15  # the first frames, before the noise is learnt
     assert all(st.speech_ratio == 0.0 for _, st in room[1:])
+
+
+def test_a_voice_rises_above_babble_the_vad_takes_for_speech(speech: np.ndarray) -> None:
+    """webrtcvad hears a room full of talk as speech; ``rise_db`` tells it from a voice
+    near the microphone (15 dB over it), the harness's gate for the user speaking."""
+    signal = babble(speech, 12.0, -35.0)
+    voice = at_dbfs(speech, -20.0)
+    signal[9 * RATE : 9 * RATE + len(voice)] += voice[: 3 * RATE]
+    results = [st for _, st in stream(Vad(2, 30), signal, [RATE])]
+    room, near = results[3:9], results[9:12]
+    assert all(st.speech_ratio >= IDLE_SPEECH_RATIO for st in room + near)  # all "speech"
+    assert all(st.rise_db < IDLE_RISE_DB for st in room), [st.rise_db for st in room]
+    assert all(st.rise_db >= IDLE_RISE_DB + 6 for st in near), [st.rise_db for st in near]
+    quiet = stream(Vad(2, 30), np.zeros(RATE, np.float32), [RATE])
+    assert quiet[0][1].rise_db == 0.0  # digital silence: no rise, no error
 
 
 @pytest.mark.parametrize("sizes", [[RATE], [RATE // 4], [4801, 333, 12000, 7]])

@@ -216,4 +216,12 @@ def test_the_spoken_text_of_the_reply_that_delivers_a_result_is_marked_reading()
     reading = [NAMES.get(t, str(t)) for t, r in zip(layout.labels, layout.reading, strict=True)
                if r]  # fmt: skip
     assert reading == ["6", "2", "4", "1"]  # ok there now, then hi (the second result)
+    copied = [NAMES.get(t, str(t)) for t, c in zip(layout.labels, layout.copied, strict=True)
+              if c]  # fmt: skip
+    assert copied == []  # "R" says none of them
+    said = [chunk(results=("ok",)), chunk("speak", "ok"), chunk("turn_eos", "bye")]
+    layout = build_layout(said, S, encode, audio_tokens=1, vision_tokens=0)
+    marks = [(NAMES.get(t, str(t)), c) for t, r, c in
+             zip(layout.labels, layout.reading, layout.copied, strict=True) if r]  # fmt: skip
+    assert marks == [("6", True), ("3", False)]  # "ok" is the result's; "bye" its own word
     assert all(layout.labels[i] != IGNORE for i, r in enumerate(layout.reading) if r)
