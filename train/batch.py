@@ -49,6 +49,7 @@ class Batch:
     opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
     choice: Tensor  # [B, L] bool: a target naming a call's capability (layout.py)
     reading: Tensor  # [B, L] bool: spoken text of a reply that delivers a result (layout.py)
+    copied: Tensor  # [B, L] bool: of those, a token the result has (layout.py)
     mask: Tensor  # [B, L] 1 where real
     mel: Tensor  # [B, 80, max_chunks * 100]
     frames: Tensor | None  # [F, 3, S, S] every example's frames, concatenated
@@ -92,6 +93,8 @@ class Losses:
     choice_right: int = 0
     reading_tokens: int = 0  # spoken text targets of replies that deliver a result
     reading_right: int = 0
+    copied_tokens: int = 0  # of those, tokens the result has too
+    copied_right: int = 0
     events: int = 0  # decisions an overlap event is decided in
     events_right: int = 0
     holds: int = 0  # of those, the ones that carry on (continue through it)
@@ -143,6 +146,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         opening=field("opening", 0).bool(),
         choice=field("choice", 0).bool(),
         reading=field("reading", 0).bool(),
+        copied=field("copied", 0).bool(),
         mask=torch.from_numpy(
             np.array([[1] * len(e.layout) + [0] * (length - len(e.layout)) for e in examples])
         ),
@@ -295,7 +299,7 @@ def forward_losses(
     t_open = batch.opening[text_mask]
     t_first = (batch.opening & ~F.pad(batch.opening[:, :-1], (1, 0)))[text_mask]
     t_choice = batch.choice[text_mask]
-    t_read = batch.reading[text_mask]
+    t_read, t_copy = batch.reading[text_mask], batch.copied[text_mask]
     text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight, t_choice, call_weight)
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
@@ -352,6 +356,8 @@ def forward_losses(
         choice_right=int((t_right & t_choice).sum()),
         reading_tokens=int(t_read.sum()),
         reading_right=int((t_right & t_read).sum()),
+        copied_tokens=int(t_copy.sum()),
+        copied_right=int((t_right & t_copy).sum()),
         speech=None if speech is None else speech.loss.detach(),
         speech_tokens=0 if speech is None else speech.tokens,
         speech_right=0 if speech is None else speech.right,

@@ -31,8 +31,10 @@ capability (``timer`` in ``{"name": "timer", ..}``, or ``retry`` / ``cancel`` in
 span, so it is where a call picks its tool. The spoken text targets of the reply that
 delivers a result (the first to start at or after the chunk it was injected in: the
 harness hands a reply every result offered before it starts) are marked ``reading``:
-there the model reads the result out. Everything else (the user's audio, results,
-markers) is input only: the assistant's spans alone are supervised, as in the paper.
+there the model reads the result out; those whose token the result's text has too are
+also marked ``copied`` (what it takes from the result, and some of its own words).
+Everything else (the user's audio, results, markers) is input only: the assistant's spans
+alone are supervised, as in the paper.
 
 A datagen chunk whose ``decision`` is ``turn_eos`` is ``<|speak|> text <|turn_eos|>``:
 its decision target is ``<|speak|>`` (docs/data.md). Chunk text continues a reply with a
@@ -80,6 +82,7 @@ class Layout:
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
     reading: list[bool] = field(default_factory=list)  # spoken text of a reply owing a result
+    copied: list[bool] = field(default_factory=list)  # of those, a token the result has
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
     stats: LayoutStats = field(default_factory=LayoutStats)
 
@@ -98,6 +101,7 @@ class Layout:
         self.opening.append(False)
         self.choice.append(False)
         self.reading.append(False)
+        self.copied.append(False)
         self.speech.append(-1)
         return len(self.ids) - 1
 
@@ -125,11 +129,15 @@ def build_layout(
     pending: list[int] = []
     in_reply = False
     owed = reads = False  # a result injected and not yet delivered; this reply delivers one
+    owed_ids: set[int] = set()  # the tokens of the results owed; then of those it delivers
+    read_ids: set[int] = set()
     held = -AFTER_CHUNKS - 1  # the chunk of the last hold
     for k, chunk in enumerate(chunks):
         out.stats.chunks += 1
         last = _prefill(out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens)
         owed = owed or bool(chunk["results"])
+        for result in chunk["results"]:
+            owed_ids.update(encode(result)[:RESULT_TOKENS])
         decision = chunk["decision"]
         speaking = decision in ("speak", "turn_eos")
         if _mark_decision(out, last, chunk, s, in_reply, after=k - held <= AFTER_CHUNKS):
@@ -137,6 +145,8 @@ def build_layout(
         opens = speaking and not in_reply
         if opens:  # a reply delivers every result offered before it starts (the harness)
             reads, owed = owed, False
+            if reads:
+                read_ids, owed_ids = owed_ids, set()
         if not speaking:
             pending = [s["<|listen|>"], s["<|chunk_end|>"]]
             in_reply = reads = False
@@ -149,6 +159,7 @@ def build_layout(
         for token, is_spoken, is_choice in body:
             out.labels[prev], out.opening[prev], out.choice[prev] = token, opens, is_choice
             out.reading[prev] = reads and is_spoken
+            out.copied[prev] = out.reading[prev] and token in read_ids
             prev = out.add(token)
             if is_spoken:
                 out.speech[prev] = k

@@ -24,6 +24,7 @@ COUNTS = {
     "c_right": "choice_right", "turns": "turns", "turns_right": "turns_right",
     "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
     "a": "afters", "a_right": "afters_right", "r": "reading_tokens", "r_right": "reading_right",
+    "cp": "copied_tokens", "cp_right": "copied_right",
 }  # fmt: skip
 
 
@@ -123,6 +124,8 @@ def evaluate(
         "call_accuracy": ratio(sums["c_right"], sums["c"]),
         "reading_accuracy": ratio(sums["r_right"], sums["r"]),
         "reading_tokens": sums["r"],
+        "copied_accuracy": ratio(sums["cp_right"], sums["cp"]),
+        "copied_tokens": sums["cp"],
         "replies": sums["f"],
         "calls": sums["c"],
         "decisions": sums["d"],
@@ -163,7 +166,8 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     if m.get("reading_tokens"):
         calls += (
             f", a result read out {100 * m['reading_accuracy']:.1f}% of "
-            f"{int(m['reading_tokens'])} tokens"
+            f"{int(m['reading_tokens'])} tokens (those the result has "
+            f"{100 * m.get('copied_accuracy', 0):.1f}% of {int(m.get('copied_tokens', 0))})"
         )
     events = ""
     if m.get("events"):
