@@ -123,7 +123,7 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     run's ``train/metrics.json`` records them): another voice's units are other codes.
     Without that record (a checkpoint copied out, an older run) the caller checks only
     the codebook's size."""
-    from venus.train.voice import units_sha
+    from venus.train.voice import units_file_sha, units_sha
 
     metrics = checkpoint / "train" / "metrics.json"
     if not metrics.is_file():
@@ -132,7 +132,8 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     if trained is None:
         return  # trained without one, or before runs recorded it: the size check only
     given = {"step": step, "units": units_sha(voice)}
-    if given != trained:
+    legacy = {"step": step, "units": units_file_sha(voice)}  # runs before 2026-12-05
+    if trained not in (given, legacy):
         raise TrainConfigError(
             f"--voice {voice}: step {given['step']}, units {given['units']}; {checkpoint} "
             f"was trained with step {trained['step']}, units {trained['units']} "

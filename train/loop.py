@@ -62,6 +62,7 @@ from venus.train.voice import (
     Voice,
     load_voice,
     load_voice_weights,
+    same_voice,
     voice_identity,
 )
 from venus.train.warm import (
@@ -201,7 +202,7 @@ def _open(
         if (
             not same_recipe(state["recipe"], parse_train_config, cfg)
             or state["data"] != str(data.resolve())
-            or state.get("voice") != voice_identity(voice_dir, voice)
+            or not same_voice(state.get("voice"), voice_dir, voice)
             or state.get("init") != init_identity(init)
             or state.get("val_data") != where(val_data)
         ):

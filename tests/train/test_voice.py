@@ -379,3 +379,32 @@ def test_a_griffin_lim_voice_trains_its_flow_alone_and_ships_the_mel_statistics(
     assert not np.allclose(model.vocoder.mean.numpy(), 0.0)
     metrics = json.loads((tmp_path / "voice" / "train" / "metrics.json").read_text())
     assert metrics["validation"]["chain_mel_l1"] > 0
+
+
+def test_the_codebook_s_identity_is_its_content_not_its_bytes(tmp_path: Path) -> None:
+    """The safetensors writer orders a file's metadata at random: the same codebook saved
+    by two processes may differ by a byte. ``units_sha`` (what a run records of its voice)
+    reads the content; ``units_file_sha`` (what runs recorded before) the bytes."""
+    from venus.train.speech_units import Codebook, MelStats
+    from venus.train.voice import UNITS_FILE, save_units, units_file_sha, units_sha
+
+    rng = np.random.default_rng(0)
+    stats = MelStats(np.zeros(80, np.float32), np.ones(80, np.float32))
+    book = Codebook(stats, rng.standard_normal((4, 160)).astype(np.float32))
+    a, b, c = (tmp_path / n for n in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    save_units(a, book)
+    raw = (a / UNITS_FILE).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    meta = header.pop("__metadata__")
+    flipped = json.dumps({"__metadata__": dict(reversed(meta.items())), **header},
+                         separators=(",", ":")).encode()  # fmt: skip
+    flipped += b" " * (n - len(flipped))  # the writer pads the header to 8 bytes
+    (b / UNITS_FILE).write_bytes(raw[:8] + flipped + raw[8 + n :])
+    assert Codebook.load(b / UNITS_FILE).centroids.tobytes() == book.centroids.tobytes()
+    assert units_file_sha(a) != units_file_sha(b)
+    assert units_sha(a) == units_sha(b)
+    save_units(c, Codebook(stats, book.centroids[::-1].copy()))  # another codebook
+    assert units_sha(c) != units_sha(a)
