@@ -228,6 +228,8 @@ def to_record(r: ChunkResult) -> ChunkRecord:
         evicted_tokens=r.evicted,
         vision=r.vision,
         speech_ratio=r.speech_ratio,
+        speech_rise_db=r.rise_db,
+        idle=r.idle,
         playback_stopped=r.playback_stopped,
         latency_ms=latency,
         deadline_missed=r.late,

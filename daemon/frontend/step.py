@@ -109,6 +109,8 @@ class ChunkResult:
     late: bool = False  # done after boundary + period
     playback_stopped: bool = False  # the loop cut queued output in this chunk
     overridden_by: Baseline | None = None  # the policy that replaced the model's decision
+    rise_db: float | None = None  # the input above its noise floor (the VAD's; hw/vad.py)
+    idle: bool = False  # when_idle results could come in at its boundary
 
 
 class ChunkStep:
@@ -166,7 +168,8 @@ class ChunkStep:
         if stream.memory is not None:
             with clock("memory"):
                 self._remember(stream, chunk, audio, vision, out)
-        idle = self._idle(stream, chunk)
+        idle = out.idle = self._idle(stream, chunk)
+        out.rise_db = None if chunk.vad is None else round(chunk.vad.rise_db, 1)
         results = self.harness.results(stream.session_id, chunk.index, idle)
         stream.unanswered += [r.item_id for r in results]
         with clock("prefill"):

@@ -207,6 +207,18 @@ class ChunkRecord:
         description="What was left out to keep up: vision_skipped (no frame encoded), "
         "speech_shortened (less speech synthesized than the chunk's share)."
     )
+    speech_rise_db: float | None = Field(
+        default=None,
+        description="How far the chunk's loud input frames rise above the noise floor of "
+        "the last 8 s, in dB (the VAD's; null without one): the user speaks when "
+        "speech_ratio >= 0.2 and this >= 9, where steady noise and babble do not.",
+    )
+    idle: bool | None = Field(
+        default=None,
+        description="Results that wait for a pause (when_idle) could come in at this "
+        "chunk's boundary: neither the user nor the assistant was speaking (null in "
+        "timelines written before 2026-12-05).",
+    )
     memory: MemoryRecord | None = Field(
         default=None,
         description="The memory store after this chunk and what it recalled; null when "

@@ -16,7 +16,7 @@ from support.scripted import Scripted
 
 from venus.daemon.frontend.channel import InjectedResult
 from venus.daemon.frontend.offline import run_offline
-from venus.daemon.frontend.step import IDLE_WAIT_S
+from venus.daemon.frontend.step import IDLE_RISE_DB, IDLE_SPEECH_RATIO, IDLE_WAIT_S
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 
@@ -54,7 +54,15 @@ def idle_by_chunk(engines: Path, signal: np.ndarray, out: Path) -> dict[int, boo
         w.setframerate(RATE)
         w.writeframes((np.clip(signal, -1, 1) * 32767).astype(np.int16).tobytes())
     asked = Asked()
-    run_offline(config(engines), Engines.open(engines, EngineOptions()), wav, out, harness=asked)
+    done = run_offline(
+        config(engines), Engines.open(engines, EngineOptions()), wav, out, harness=asked
+    )
+    # the timeline says it too, with the level that decided it
+    assert {r.index: r.idle for r in done.records} == asked.idle
+    for r in done.records:
+        assert r.speech_rise_db is not None
+        busy = r.speech_ratio >= IDLE_SPEECH_RATIO and r.speech_rise_db >= IDLE_RISE_DB
+        assert r.idle or busy, r
     return asked.idle
 
 
