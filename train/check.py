@@ -123,7 +123,7 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     run's ``train/metrics.json`` records them): another voice's units are other codes.
     Without that record (a checkpoint copied out, an older run) the caller checks only
     the codebook's size."""
-    from venus.train.voice import units_file_sha, units_sha
+    from venus.train.voice_id import known_units
 
     metrics = checkpoint / "train" / "metrics.json"
     if not metrics.is_file():
@@ -131,9 +131,9 @@ def _check_voice(checkpoint: Path, voice: Path, step: int) -> None:
     trained = _read_json(metrics).get("voice")
     if trained is None:
         return  # trained without one, or before runs recorded it: the size check only
-    given = {"step": step, "units": units_sha(voice)}
-    legacy = {"step": step, "units": units_file_sha(voice)}  # runs before 2026-12-05
-    if trained not in (given, legacy):
+    content, legacy = known_units(voice)  # the bytes' hash: runs before 2026-12-05
+    given = {"step": step, "units": content}
+    if trained not in (given, {"step": step, "units": legacy}):
         raise TrainConfigError(
             f"--voice {voice}: step {given['step']}, units {given['units']}; {checkpoint} "
             f"was trained with step {trained['step']}, units {trained['units']} "

@@ -134,10 +134,11 @@ def build_layout(
     held = -AFTER_CHUNKS - 1  # the chunk of the last hold
     for k, chunk in enumerate(chunks):
         out.stats.chunks += 1
-        last = _prefill(out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens)
+        last, injected = _prefill(
+            out, chunk, k, pending, s, encode, frames(k), audio_tokens, vision_tokens
+        )
         owed = owed or bool(chunk["results"])
-        for result in chunk["results"]:
-            owed_ids.update(encode(result)[:RESULT_TOKENS])
+        owed_ids.update(injected)
         decision = chunk["decision"]
         speaking = decision in ("speak", "turn_eos")
         if _mark_decision(out, last, chunk, s, in_reply, after=k - held <= AFTER_CHUNKS):
@@ -244,8 +245,9 @@ def _prefill(
     frame: int | None,
     audio_tokens: int,
     vision_tokens: int,
-) -> int:
-    """Chunk ``k``'s prefill (module doc); -> the position of its last token."""
+) -> tuple[int, list[int]]:
+    """Chunk ``k``'s prefill (module doc); -> the position of its last token, and the
+    tokens of the results it injects."""
     for token in (*pending, s["<|chunk_start|>"]):
         out.add(token)
     if frame is not None:
@@ -257,9 +259,12 @@ def _prefill(
     for j in range(audio_tokens):
         out.add(0, AUDIO, k * audio_tokens + j)
     last = out.add(s["<|audio_end|>"])
+    injected: list[int] = []
     for result in chunk["results"]:
         out.add(s["<|result|>"])
-        for token in encode(result)[:RESULT_TOKENS]:
+        ids = encode(result)[:RESULT_TOKENS]
+        for token in ids:
             out.add(token)
+        injected += ids
         last = out.add(s["<|/result|>"])
-    return last
+    return last, injected

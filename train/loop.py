@@ -58,13 +58,8 @@ from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
-from venus.train.voice import (
-    Voice,
-    load_voice,
-    load_voice_weights,
-    same_voice,
-    voice_identity,
-)
+from venus.train.voice import Voice, load_voice, load_voice_weights
+from venus.train.voice_id import same_voice, voice_identity
 from venus.train.warm import (
     init_identity,
     init_record,

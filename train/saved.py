@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from venus.export.checkpoint import INDEX, save_model
 from venus.export.model.venus import VenusModel
-from venus.train.voice import units_sha
+from venus.train.voice_id import units_sha
 
 if TYPE_CHECKING:
     from venus.train.config import TrainConfig

@@ -27,7 +27,6 @@ vocoder's configs, the step, the latest measurement), ``flow_decoder.safetensors
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -78,9 +77,8 @@ from venus.train.speech_units import (
 __all__ = [
     "FLOW_FILE", "UNITS_FILE", "VOCODER_FILE", "VOICE_JSON", "Reply", "Voice", "Window",
     "encoder_batch", "flow_losses", "load_replies", "load_voice", "load_voice_weights", "log_mel",
-    "mrstft_loss", "reference_text", "same_voice", "save_units", "save_voice", "speak",
-    "units_file_sha", "units_sha",
-    "vocode", "vocoder_losses", "voice_identity",
+    "mrstft_loss", "reference_text", "save_units", "save_voice", "speak", "vocode",
+    "vocoder_losses",
 ]  # fmt: skip
 
 FORMAT: Final = "venus-voice"
@@ -456,46 +454,3 @@ def speak(
         if mels[-1].shape[-1]:
             pcm.append(vocoder.step(mels[-1], voice))
     return torch.cat(mels, dim=-1)[0], torch.cat(pcm, dim=-1)[0]
-
-
-def voice_identity(path: Path | None, voice: Voice | None) -> str | None:
-    """What a resumed run must find again: the voice's place, its step and its codebook
-    (a voice trained further, or its codes fitted again, is another voice)."""
-    if path is None or voice is None:
-        return None
-    return f"{path.resolve()} (step {voice.step}, units {units_sha(path)})"
-
-
-def same_voice(recorded: object, path: Path | None, voice: Voice | None) -> bool:
-    """Whether ``recorded`` (a state's ``voice_identity``) names this voice: by its
-    codebook's content, or as runs before 2026-12-05 wrote it, by the file's bytes."""
-    if path is None or voice is None:
-        return recorded is None
-    return recorded in (
-        voice_identity(path, voice),
-        f"{path.resolve()} (step {voice.step}, units {units_file_sha(path)})",
-    )
-
-
-def units_sha(path: Path) -> str:
-    """The first 16 hex digits of a sha256 of the voice ``path``'s codebook: its metadata
-    and tensors, in a fixed order. Not of the file's bytes: the safetensors writer orders
-    a file's metadata at random (a Rust hash map), so two fits of one codebook, equal
-    tensor for tensor, differ by a byte (a run of ``scripts/make-venus-tiny`` from a fresh
-    clone did)."""
-    from safetensors import safe_open
-
-    digest = hashlib.sha256()
-    with safe_open(str(path / UNITS_FILE), framework="np") as f:
-        digest.update(json.dumps(f.metadata() or {}, sort_keys=True).encode())
-        for name in sorted(f.keys()):
-            t = np.ascontiguousarray(f.get_tensor(name))
-            digest.update(f"{name} {t.dtype.str} {list(t.shape)}".encode())
-            digest.update(t.tobytes())
-    return digest.hexdigest()[:16]
-
-
-def units_file_sha(path: Path) -> str:
-    """The first 16 hex digits of the sha256 of the codebook file's bytes: what runs
-    recorded before 2026-12-05 (``units_sha`` says why it changed)."""
-    return hashlib.sha256((path / UNITS_FILE).read_bytes()).hexdigest()[:16]

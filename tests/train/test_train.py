@@ -359,7 +359,7 @@ def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     (other / "voice.json").write_text(json.dumps(doc | {"step": doc["step"] + 1}))
     with pytest.raises(TrainConfigError, match=r"other-voice: step \d+, .* was trained with step"):
         validate(ck, small_set, lines.append, voice=other)
-    from venus.train.voice import units_file_sha  # what runs before 2026-12-05 recorded
+    from venus.train.voice_id import units_file_sha  # what runs before 2026-12-05 recorded
 
     metrics = json.loads((ck / "train" / "metrics.json").read_text())
     metrics["voice"]["units"] = units_file_sha(voice)

@@ -386,7 +386,8 @@ def test_the_codebook_s_identity_is_its_content_not_its_bytes(tmp_path: Path) ->
     by two processes may differ by a byte. ``units_sha`` (what a run records of its voice)
     reads the content; ``units_file_sha`` (what runs recorded before) the bytes."""
     from venus.train.speech_units import Codebook, MelStats
-    from venus.train.voice import UNITS_FILE, save_units, units_file_sha, units_sha
+    from venus.train.voice import UNITS_FILE, save_units
+    from venus.train.voice_id import units_file_sha, units_sha
 
     rng = np.random.default_rng(0)
     stats = MelStats(np.zeros(80, np.float32), np.ones(80, np.float32))
