@@ -278,6 +278,27 @@ class HarnessConfig:
     retention_days: StrictInt = Field(
         default=30, ge=1, le=3650, description="Finished work items and evidence kept this long."
     )
+    idle_speech_ratio: StrictFloat = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="The user speaks in a chunk (results that wait for a pause wait) when "
+        "the VAD hears speech in this share of it ...",
+    )
+    idle_rise_db: StrictFloat = Field(
+        default=9.0,
+        ge=0.0,
+        le=60.0,
+        description="... and its loud frames rise this many dB above the noise floor of "
+        "the last 8 s (raise it in a loud room).",
+    )
+    idle_wait_s: StrictFloat = Field(
+        default=8.0,
+        ge=0.0,
+        le=600.0,
+        description="After this long of such speech while the assistant listens, results "
+        "come in anyway and the model decides when to speak them.",
+    )
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):

@@ -27,7 +27,14 @@ from venus.daemon.frontend.memory import SessionMemory
 from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
 from venus.daemon.frontend.policy import DecisionPolicy
 from venus.daemon.frontend.speech_out import SpeechOut
-from venus.daemon.frontend.step import ChunkInput, ChunkResult, ChunkStep, Samplers, StepSettings
+from venus.daemon.frontend.step import (
+    ChunkInput,
+    ChunkResult,
+    ChunkStep,
+    IdleGate,
+    Samplers,
+    StepSettings,
+)
 from venus.daemon.frontend.stream import Stream
 from venus.daemon.frontend.timeline import (
     ChunkRecord,
@@ -119,13 +126,14 @@ def open_frontend(
     daemon only): continue the memory file's latest session if it may (``[memory]``)."""
     check_schedule(cfg, engines)
     harness = harness or NoHarness()
-    s = cfg.schedule
+    s, h = cfg.schedule, cfg.harness
     settings = StepSettings(
         max_text_tokens=s.max_text_tokens,
         speech_tokens=s.speech_tokens_per_chunk,
         max_context_tokens=s.max_context_tokens,
         sink_tokens=s.sink_tokens,
         call_grammar=cfg.model.call_grammar,
+        idle=IdleGate(h.idle_speech_ratio, h.idle_rise_db, h.idle_wait_s),
     )
     deadlines = Deadlines(s.chunk_s, enabled=s.deadlines and not clock.offline)
     samplers = make_samplers(cfg, engines)

@@ -43,16 +43,27 @@ log = logging.getLogger(__name__)
 
 DELEGATION_BUDGET = 256  # tokens one <|delegate|> span may take before it counts as cut off
 RESULT_TOKENS = 512  # a longer injected result is cut to this many tokens
-# A chunk counts as the user speaking (not idle) when the VAD hears speech in this share
-# of it and its loud frames rise this far above the noise floor (hw/vad.py: webrtcvad
-# alone takes babble and much steady noise for speech, in every chunk)
-IDLE_SPEECH_RATIO = 0.2
-IDLE_RISE_DB = 9.0
-# ... and a chunk counts as idle anyway after this long of such speech while the
-# assistant listens: speech that goes on that long is more often the room (a TV) than
-# the user, and a ``when_idle`` result must not wait for a quiet that never comes; the
-# model decides itself when to speak it (docs/harness.md)
-IDLE_WAIT_S = 8.0
+
+
+@dataclass(frozen=True)
+class IdleGate:
+    """When ``when_idle`` results may come in (``[harness]`` idle_*; docs/harness.md).
+
+    A chunk counts as the user speaking (not idle) when the VAD hears speech in
+    ``speech_ratio`` of it and its loud frames rise ``rise_db`` above the noise floor
+    (hw/vad.py: webrtcvad alone takes babble and much steady noise for speech, in every
+    chunk); and as idle anyway after ``wait_s`` of such speech while the assistant
+    listens: speech that goes on that long is more often the room (a TV) than the user,
+    and a result must not wait for a quiet that never comes; the model decides itself
+    when to speak it."""
+
+    speech_ratio: float = 0.2
+    rise_db: float = 9.0
+    wait_s: float = 8.0
+
+    def busy(self, speech_ratio: float, rise_db: float) -> bool:
+        """Whether a chunk with this VAD share and level is the user speaking."""
+        return speech_ratio >= self.speech_ratio and rise_db >= self.rise_db
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,7 @@ class StepSettings:
     max_context_tokens: int = 8192
     sink_tokens: int = 64
     call_grammar: bool = True  # delegation spans decoded under the capabilities' grammar
+    idle: IdleGate = IdleGate()
 
 
 @dataclass(frozen=True)
@@ -142,21 +154,21 @@ class ChunkStep:
             speech=e.speech.new_state(),
         )
 
-    @staticmethod
-    def _idle(stream: Stream, chunk: ChunkInput) -> bool:
+    def _idle(self, stream: Stream, chunk: ChunkInput) -> bool:
         """Whether ``when_idle`` results may come in at this boundary: the assistant is
-        not speaking, and the user is not (voiced and above the noise floor) or has been
-        for ``IDLE_WAIT_S`` while the assistant listened."""
+        not speaking, and the user is not (``IdleGate``) or has been for its ``wait_s``
+        while the assistant listened."""
         if stream.reply_id is not None:
             stream.heard_since_s = None
             return False
+        gate = self.settings.idle
         rise_db = chunk.vad.rise_db if chunk.vad is not None else math.inf  # no level known
-        if chunk.speech_ratio < IDLE_SPEECH_RATIO or rise_db < IDLE_RISE_DB:
+        if not gate.busy(chunk.speech_ratio, rise_db):
             stream.heard_since_s = None
             return True
         if stream.heard_since_s is None:
             stream.heard_since_s = chunk.start_s
-        return chunk.start_s - stream.heard_since_s >= IDLE_WAIT_S
+        return chunk.start_s - stream.heard_since_s >= gate.wait_s
 
     def __call__(self, stream: Stream, chunk: ChunkInput) -> ChunkResult:
         t0 = chunk.boundary_s if chunk.boundary_s is not None else time.monotonic()

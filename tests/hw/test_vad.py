@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from support.babble import at_dbfs, babble, espeak
 
-from venus.daemon.frontend.step import IDLE_RISE_DB, IDLE_SPEECH_RATIO
+from venus.daemon.frontend.step import IdleGate
 from venus.hw.vad import Vad, VadStats
 
 RATE = 16000
@@ -85,9 +85,10 @@ def test_a_voice_rises_above_babble_the_vad_takes_for_speech(speech: np.ndarray)
     signal[9 * RATE : 9 * RATE + len(voice)] += voice[: 3 * RATE]
     results = [st for _, st in stream(Vad(2, 30), signal, [RATE])]
     room, near = results[3:9], results[9:12]
-    assert all(st.speech_ratio >= IDLE_SPEECH_RATIO for st in room + near)  # all "speech"
-    assert all(st.rise_db < IDLE_RISE_DB for st in room), [st.rise_db for st in room]
-    assert all(st.rise_db >= IDLE_RISE_DB + 6 for st in near), [st.rise_db for st in near]
+    gate = IdleGate()
+    assert all(st.speech_ratio >= gate.speech_ratio for st in room + near)  # all "speech"
+    assert all(st.rise_db < gate.rise_db for st in room), [st.rise_db for st in room]
+    assert all(st.rise_db >= gate.rise_db + 6 for st in near), [st.rise_db for st in near]
     quiet = stream(Vad(2, 30), np.zeros(RATE, np.float32), [RATE])
     assert quiet[0][1].rise_db == 0.0  # digital silence: no rise, no error
 

@@ -1,7 +1,7 @@
 """When ``when_idle`` results may come in (``Step._idle``), through the real loop, VAD and
 scripted engines (they listen until a result comes): not while a voice near the
 microphone speaks, but through babble webrtcvad takes for speech, and no longer than
-``IDLE_WAIT_S`` of talk."""
+the gate's wait of talk; and the gate is the ``[harness]`` idle_* keys of venus.toml."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from support.babble import RATE, at_dbfs, babble, espeak
 from support.frontend import config
 from support.scripted import Scripted
 
+from venus.daemon.config import VenusConfig, load_config
 from venus.daemon.frontend.channel import InjectedResult
 from venus.daemon.frontend.offline import run_offline
-from venus.daemon.frontend.step import IDLE_RISE_DB, IDLE_SPEECH_RATIO, IDLE_WAIT_S
+from venus.daemon.frontend.step import IdleGate
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 
@@ -46,7 +47,9 @@ class Asked:
         return None
 
 
-def idle_by_chunk(engines: Path, signal: np.ndarray, out: Path) -> dict[int, bool]:
+def idle_by_chunk(
+    engines: Path, signal: np.ndarray, out: Path, cfg: VenusConfig | None = None
+) -> dict[int, bool]:
     wav = out.with_suffix(".wav")
     with wave.open(str(wav), "wb") as w:
         w.setnchannels(1)
@@ -54,15 +57,14 @@ def idle_by_chunk(engines: Path, signal: np.ndarray, out: Path) -> dict[int, boo
         w.setframerate(RATE)
         w.writeframes((np.clip(signal, -1, 1) * 32767).astype(np.int16).tobytes())
     asked = Asked()
-    done = run_offline(
-        config(engines), Engines.open(engines, EngineOptions()), wav, out, harness=asked
-    )
+    cfg = cfg or config(engines)
+    gate = IdleGate(cfg.harness.idle_speech_ratio, cfg.harness.idle_rise_db)
+    done = run_offline(cfg, Engines.open(engines, EngineOptions()), wav, out, harness=asked)
     # the timeline says it too, with the level that decided it
     assert {r.index: r.idle for r in done.records} == asked.idle
     for r in done.records:
         assert r.speech_rise_db is not None
-        busy = r.speech_ratio >= IDLE_SPEECH_RATIO and r.speech_rise_db >= IDLE_RISE_DB
-        assert r.idle or busy, r
+        assert r.idle or gate.busy(r.speech_ratio, r.speech_rise_db), r
     return asked.idle
 
 
@@ -84,11 +86,30 @@ def test_results_wait_for_a_near_voice_not_for_babble(
 def test_results_wait_no_longer_than_the_idle_wait(
     scripted_export: Scripted, speech: np.ndarray, tmp_path: Path
 ) -> None:
-    """A voice that talks on (a radio near the microphone): after ``IDLE_WAIT_S`` of it
-    while the assistant listens, results come in anyway and the model decides."""
-    seconds = round(IDLE_WAIT_S) + 3
+    """A voice that talks on (a radio near the microphone): after the gate's wait (8 s)
+    of it while the assistant listens, results come in anyway and the model decides."""
+    waited = round(IdleGate().wait_s)
+    seconds = waited + 3
     signal = at_dbfs(np.resize(speech, seconds * RATE), -20.0)
     idle = idle_by_chunk(scripted_export.engines, signal, tmp_path / "talk")
-    waited = round(IDLE_WAIT_S)
     assert [idle[k] for k in range(waited)] == [False] * waited
     assert [idle[k] for k in range(waited, seconds)] == [True] * (seconds - waited)
+
+
+def test_the_gate_is_the_configs(
+    scripted_export: Scripted, speech: np.ndarray, tmp_path: Path
+) -> None:
+    """venus.toml's ``[harness]`` idle_wait_s and idle_rise_db move the gate: a shorter
+    wait lets results in sooner; a loud room's higher rise takes the near voice for it."""
+    signal = at_dbfs(np.resize(speech, 7 * RATE), -20.0)
+    signal[: 3 * RATE] = 0.0  # a quiet room, then a near voice that talks on
+    noise = np.random.default_rng(0).standard_normal(signal.size).astype(np.float32)
+    signal += at_dbfs(noise, -50.0)
+    configured = tmp_path / "venus.toml"
+    engines = scripted_export.engines
+    configured.write_text(f'[model]\nengines = "{engines}"\n[harness]\nidle_wait_s = 2.0\n')
+    idle = idle_by_chunk(engines, signal, tmp_path / "wait", load_config(configured))
+    assert [idle[k] for k in range(7)] == [True] * 3 + [False] * 2 + [True] * 2
+    configured.write_text(f'[model]\nengines = "{engines}"\n[harness]\nidle_rise_db = 60\n')
+    idle = idle_by_chunk(engines, signal, tmp_path / "loud", load_config(configured))
+    assert [idle[k] for k in range(7)] == [True] * 7
