@@ -52,7 +52,7 @@ from venus.train.heard import ListenHead
 from venus.train.keep import Kept
 from venus.train.listen import listen_losses, listening_line, measure_listening, segments
 from venus.train.progress import Pace, plot_history, step_line, step_record
-from venus.train.runlog import append, restore, same_recipe, save_state
+from venus.train.runlog import append, note_machine, restore, same_recipe, save_state
 from venus.train.saved import offered
 from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
@@ -316,6 +316,7 @@ def train(
         metrics = baseline
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
     resumed_from = step
+    note_machine(run.work, step, str(where))
     model.train()
     shown, pace = time.monotonic(), Pace(step)
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 (JetPack 6)
     import tomli as tomllib
 
-__all__ = ["append", "pyplot", "read_recipe", "same_recipe", "save_state", "truncate_history"]
+__all__ = [
+    "append",
+    "note_machine",
+    "pyplot",
+    "read_recipe",
+    "same_recipe",
+    "save_state",
+    "truncate_history",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,38 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
 def append(path: Path, record: dict[str, Any]) -> None:
     with path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def note_machine(work: Path, step: int, device: str) -> None:
+    """Append where this start (or resume) of a run trains to ``work/machines.jsonl``: a
+    run that does not reproduce bit for bit may have gone on on another processor, torch
+    or thread count, and this says which (float sums come out in another order)."""
+    import torch
+
+    record = {
+        "step": step,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "device": device,
+        "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    append(work / "machines.jsonl", record)
 
 
 def restore(state: dict[str, Any], parts: dict[str, Any], history: Path) -> int:

@@ -45,7 +45,7 @@ from venus.export.model.vocoders import AnyVocoder, make_vocoder
 from venus.train.data import read_index
 from venus.train.pitch import f0_agreement
 from venus.train.progress import Pace
-from venus.train.runlog import append, pyplot, restore, same_recipe, save_state
+from venus.train.runlog import append, note_machine, pyplot, restore, same_recipe, save_state
 from venus.train.sets import split
 from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
@@ -381,6 +381,7 @@ def train_voice(
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
         write(_measure_line(0, baseline))
     resumed_from, metrics = step, {"wer_original": original}
+    note_machine(run.work, step, "cpu")  # the voice trains on the CPU
     shown, pace = time.monotonic(), Pace(step)
     while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
         record = parts.step(cfg, run, step)

@@ -81,6 +81,12 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert [json.loads(h)["step"] for h in history if "loss" in json.loads(h)] == [1, 2, 3, 4]
     png = tmp_path / "parts" / "train" / "loss.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # where each start trained: the first, and the resume at step 2
+    starts = (tmp_path / "parts" / "train" / "machines.jsonl").read_text().splitlines()
+    machines = [json.loads(line) for line in starts]
+    assert [m["step"] for m in machines] == [0, 2]
+    assert all(m["cpu"] and m["torch"] == torch.__version__ and m["device"] == "cpu"
+               for m in machines)  # fmt: skip
 
 
 def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: Path) -> None:

@@ -250,6 +250,8 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     rows = [json.loads(h) for h in history]
     assert [r["step"] for r in rows if "flow_loss" in r] == [1, 2, 3, 4]
     assert [r["step"] for r in rows if "vocoder_loss" in r] == [1, 2, 3]  # its steps: 3
+    starts = (tmp_path / "parts" / "train" / "machines.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in starts] == [0, 2]  # the start and the resume
     png = tmp_path / "parts" / "train" / "loss.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
