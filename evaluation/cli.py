@@ -105,7 +105,7 @@ examples:
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
-    from venus.evaluation.sampling import add_temperature, listen_bias_arg
+    from venus.evaluation.sampling import add_temperature, idle_wait_arg, listen_bias_arg
 
     cmd = commands.add_parser(
         "eval",
@@ -198,6 +198,13 @@ examples:
         action="store_true",
         help="decode delegation spans without the capabilities' grammar ([model] call_grammar "
         "= false): the calls as the model writes them, malformed ones included",
+    )
+    delegation.add_argument(
+        "--idle-wait",
+        type=idle_wait_arg,
+        metavar="S",
+        help="[harness] idle_wait_s for the runs: results that wait for a pause come in "
+        "anyway after S seconds of the user's speech (default: the daemon's)",
     )
     delegation.add_argument("--system", metavar="NAME", help="the system's name in the report")
     delegation.set_defaults(run=_delegation)
@@ -329,11 +336,11 @@ def _delegation(args: argparse.Namespace) -> int:
 
     tuned = args.temperature != daemon_temperature()
     if (args.reference or args.hypothesis) and (
-        args.engines or args.policy or tuned or args.free_calls
+        args.engines or args.policy or tuned or args.free_calls or args.idle_wait is not None
     ):
         raise EvaluationError(
-            "--engines, --policy, --temperature and --free-calls go with a run, not with a "
-            "given hypothesis"
+            "--engines, --policy, --temperature, --free-calls and --idle-wait go with a run, "
+            "not with a given hypothesis"
         )
     done = evaluate(
         args.data,
@@ -346,6 +353,7 @@ def _delegation(args: argparse.Namespace) -> int:
         call_grammar=not args.free_calls,
         others=args.others,
         system=args.system,
+        idle_wait_s=args.idle_wait,
     )
     f = done.figures
 

@@ -166,13 +166,22 @@ def score_dir(
 
 
 def run_config(
-    engines_dir: Path, seed: int = 0, temperature: float | None = None, call_grammar: bool = True
+    engines_dir: Path,
+    seed: int = 0,
+    temperature: float | None = None,
+    call_grammar: bool = True,
+    idle_wait_s: float | None = None,
 ) -> VenusConfig:
     """The daemon's defaults with these engines, seed and temperature (None: the
-    daemon's) and ``[model] call_grammar``, the engines' cache under ``~/.cache/venus``."""
+    daemon's), ``[model] call_grammar`` and ``[harness] idle_wait_s`` (None: the
+    daemon's), the engines' cache under ``~/.cache/venus``."""
     from venus.daemon.config.schema import VenusConfig
 
     cfg = VenusConfig()
+    if idle_wait_s is not None:
+        cfg = dataclasses.replace(
+            cfg, harness=dataclasses.replace(cfg.harness, idle_wait_s=idle_wait_s)
+        )
     model = dataclasses.replace(
         cfg.model, engines=engines_dir, seed=seed, call_grammar=call_grammar
     )
@@ -193,6 +202,7 @@ def run_samples(
     seed: int = 0,
     temperature: float | None = None,
     call_grammar: bool = True,
+    idle_wait_s: float | None = None,
 ) -> Path:
     """Every sample through the daemon offline with the harness (see the module doc),
     configured by :func:`run_config`; returns the hypothesis dir, ``out/samples``."""
@@ -201,7 +211,7 @@ def run_samples(
     from venus.engines.runners import Engines
     from venus.errors import EngineError
 
-    cfg = run_config(engines_dir, seed, temperature, call_grammar)
+    cfg = run_config(engines_dir, seed, temperature, call_grammar, idle_wait_s)
     try:
         engines = Engines.open(engines_dir, engine_options(cfg))
     except (EngineError, OSError) as e:
@@ -272,10 +282,12 @@ def evaluate(
     call_grammar: bool = True,
     others: float = OTHERS,
     system: str | None = None,
+    idle_wait_s: float | None = None,
 ) -> Evaluated:
     """Choose the samples, get the hypotheses (the reference's own targets, a given dir,
     or a run of the daemon at ``temperature``, None: the daemon's, with or without the
-    call grammar), score them and write the report into ``out``."""
+    call grammar, results let in after ``idle_wait_s`` of the user's speech, None: the
+    daemon's), score them and write the report into ``out``."""
     from venus.evaluation.delegation_report import write_report
     from venus.evaluation.sampling import daemon_temperature
 
@@ -288,14 +300,15 @@ def evaluate(
         name = hypothesis.resolve().name
     else:
         engines = engines or default_engines()
-        hypothesis = run_samples(
-            samples, out, engines, policy, temperature=temperature, call_grammar=call_grammar
-        )
+        hypothesis = run_samples(samples, out, engines, policy, temperature=temperature,
+                                 call_grammar=call_grammar, idle_wait_s=idle_wait_s)  # fmt: skip
         how = [policy]
         if temperature is not None and temperature != daemon_temperature():
             how.append(f"temperature {temperature:g}")
         if not call_grammar:
             how.append("free calls")
+        if idle_wait_s is not None:
+            how.append(f"idle wait {idle_wait_s:g} s")
         name = f"venus {engines.name} ({', '.join(how)})"
     scores, missing = score_dir(samples, hypothesis)
     if not scores:

@@ -1,7 +1,8 @@
 """``--temperature`` of ``venus eval duplex`` and ``venus eval delegation``: the model's
 sampling temperature for text and speech tokens, by default and within bounds the
 daemon's own ``[model] temperature`` (``daemon/config/schema.py``), so a run can be made
-greedy (0) without a configuration file."""
+greedy (0) without a configuration file; and the other daemon settings an evaluation run
+may take (``--listen-bias``, ``--idle-wait``), within the ranges the configuration allows."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import dataclasses
 import annotated_types
 from pydantic.fields import FieldInfo
 
-from venus.daemon.config.schema import ModelConfig
+from venus.daemon.config.schema import HarnessConfig, ModelConfig
 
 __all__ = [
     "add_temperature",
     "daemon_temperature",
+    "idle_wait_arg",
     "listen_bias_arg",
     "model_bounds",
     "temperature_arg",
@@ -33,9 +35,10 @@ def temperature_bounds() -> tuple[float, float]:
     return model_bounds("temperature")
 
 
-def model_bounds(name: str) -> tuple[float, float]:
-    """The inclusive range the daemon's configuration allows for ``[model] name``."""
-    (info,) = [f.default for f in dataclasses.fields(ModelConfig) if f.name == name]
+def model_bounds(name: str, section: type = ModelConfig) -> tuple[float, float]:
+    """The inclusive range the daemon's configuration allows for ``[model] name`` (or a
+    key of another ``section``)."""
+    (info,) = [f.default for f in dataclasses.fields(section) if f.name == name]
     low, high = float("-inf"), float("inf")
     for m in info.metadata if isinstance(info, FieldInfo) else ():
         if isinstance(m, annotated_types.Ge) and isinstance(m.ge, (int, float)):
@@ -69,9 +72,15 @@ def listen_bias_arg(text: str) -> float:
     return _model_number(text, "listen_bias")
 
 
-def _model_number(text: str, name: str, hint: str = "") -> float:
-    """``text`` as a number within the range of ``[model] name``, else an argparse error."""
-    low, high = model_bounds(name)
+def idle_wait_arg(text: str) -> float:
+    """``--idle-wait``'s argparse type: seconds within ``[harness] idle_wait_s``'s range."""
+    return _model_number(text, "idle_wait_s", section=HarnessConfig)
+
+
+def _model_number(text: str, name: str, hint: str = "", section: type = ModelConfig) -> float:
+    """``text`` as a number within the range of ``[model] name`` (or ``section``'s), else
+    an argparse error."""
+    low, high = model_bounds(name, section)
     try:
         value = float(text)
     except ValueError:
@@ -79,6 +88,6 @@ def _model_number(text: str, name: str, hint: str = "") -> float:
     if not low <= value <= high:  # NaN included
         raise argparse.ArgumentTypeError(
             f"{text} is out of range; give {low:g} to {high:g}{hint}, the range of the "
-            f"daemon's [model] {name}"
+            f"daemon's [{'model' if section is ModelConfig else 'harness'}] {name}"
         )
     return value

@@ -476,7 +476,9 @@ def test_cli_refuses_bad_inputs_with_the_message(
     assert main([*args, "--data", str(delegation_set), "--reference", "--policy", "vad"]) == 1
     assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--reference", "--temperature", "0"]) == 1
-    assert "--temperature and --free-calls go with a run" in capsys.readouterr().err
+    assert "--temperature, --free-calls and --idle-wait go with a run" in capsys.readouterr().err
+    assert main([*args, "--data", str(delegation_set), "--reference", "--idle-wait", "0"]) == 1
+    assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--reference", "--free-calls"]) == 1
     assert "go with a run" in capsys.readouterr().err
     assert main([*args, "--data", str(delegation_set), "--hypothesis", str(tmp_path)]) == 1

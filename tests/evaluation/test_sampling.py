@@ -1,5 +1,6 @@
-"""``--temperature`` of ``venus eval duplex`` and ``venus eval delegation``: the daemon's
-default, its bounds, and an error naming the option."""
+"""``--temperature`` (and ``--listen-bias``, ``--idle-wait``) of ``venus eval duplex`` and
+``venus eval delegation``: the daemon's default, its bounds, and an error naming the
+option."""
 
 from __future__ import annotations
 
@@ -66,3 +67,23 @@ def test_the_listen_bias_of_a_duplex_run_is_the_daemons_setting_within_its_range
     assert "give -20 to 20" in capsys.readouterr().err
     cfg = DuplexSetup(Path("engines"), listen_bias=-1.5).config()
     assert cfg.model.listen_bias == -1.5 and cfg.model.engines == Path("engines")
+
+
+def test_the_idle_wait_of_a_delegation_run_is_the_daemons_setting_within_its_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pathlib import Path
+
+    from venus.evaluation.delegation_run import run_config
+
+    parser = build_parser()
+    delegation = COMMANDS[1]
+    assert parser.parse_args(delegation).idle_wait is None  # the daemon's
+    assert parser.parse_args([*delegation, "--idle-wait", "600"]).idle_wait == 600.0
+    with pytest.raises(SystemExit):
+        parser.parse_args([*delegation, "--idle-wait", "-1"])
+    assert "give 0 to 600, the range of the daemon's [harness] idle_wait_s" in (
+        capsys.readouterr().err
+    )
+    assert run_config(Path("e")).harness == VenusConfig().harness
+    assert run_config(Path("e"), idle_wait_s=2.5).harness.idle_wait_s == 2.5
