@@ -17,7 +17,7 @@ TOL = 1e-5
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / b.abs().max())
+    return float(((a - b).abs().max() / b.abs().max()).detach())
 
 
 def make_qwen3(
