@@ -5,8 +5,10 @@ after the harness's idle wait (``[harness] idle_wait_s``) while the user still s
 result, with ``talk_s`` seconds of the user's own speech (their turns cut from
 ``input.wav``, the room and noise with them, one after another and looped) put in where
 the reference's first result comes (chunk r): the audio from r on is heard ``talk_s``
-later. The trajectory is the sample's, its ``duration_s`` longer and a ``talk_on`` record
-added ({"from_chunk": r, "seconds": talk_s}); the other files are linked, not copied.
+later. In the video group the camera holds chunk r's frame through the talk (one frame
+a chunk, re-encoded as datagen writes it). The trajectory is the sample's, its
+``duration_s`` longer and a ``talk_on`` record added ({"from_chunk": r, "seconds":
+talk_s}); the other files are linked, not copied.
 Delegations are called and answered before r, so ``venus eval delegation`` runs the copy
 as it runs the set (its call figures stay comparable; its timing figures do not).
 
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import wave
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,27 +31,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.datagen.fdb import RATE_HZ as RATE
+from venus.datagen.fdb import read_wav, write_wav
+from venus.datagen.runner import OutputError
 from venus.errors import EvaluationError
 
 __all__ = ["TalkedOver", "main", "splice", "talked_over"]
 
-RATE = 16000
 TALK = "talk_on"
-
-
-def _read(path: Path) -> NDArray[np.int16]:
-    with wave.open(str(path)) as w:
-        if w.getframerate() != RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
-            raise EvaluationError(f"{path}: not 16 kHz mono PCM16, as venus datagen writes")
-        return np.frombuffer(w.readframes(w.getnframes()), np.int16)
-
-
-def _write(path: Path, pcm: NDArray[np.int16]) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(RATE)
-        w.writeframes(pcm.tobytes())
 
 
 def _talk(pcm: NDArray[np.int16], traj: dict[str, Any], talk_s: int) -> NDArray[np.int16]:
@@ -60,6 +48,31 @@ def _talk(pcm: NDArray[np.int16], traj: dict[str, Any], talk_s: int) -> NDArray[
     if joined.size == 0:
         raise EvaluationError(f"sample {traj['sample_id']}: the user never speaks")
     return np.resize(joined, talk_s * RATE)
+
+
+def _splice_video(src: Path, dst: Path, chunk: int, frames: int) -> None:
+    """``src``'s frames with frame ``chunk`` (or the last) shown ``frames`` more times."""
+    import cv2
+
+    from venus.datagen.video import JPEG_QUALITY
+
+    capture = cv2.VideoCapture(str(src))
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    images = []
+    while (got := capture.read())[0]:
+        images.append(got[1])
+    capture.release()
+    if not images:
+        raise EvaluationError(f"{src}: no frame could be read")
+    held = images[min(chunk, len(images) - 1)]
+    images[chunk:chunk] = [held] * frames
+    height, width = held.shape[:2]
+    fourcc = cv2.VideoWriter.fourcc(*"MJPG")
+    writer = cv2.VideoWriter(str(dst), cv2.CAP_OPENCV_MJPEG, fourcc, fps, (width, height))
+    writer.set(cv2.VIDEOWRITER_PROP_QUALITY, JPEG_QUALITY)
+    for image in images:
+        writer.write(image)
+    writer.release()
 
 
 def splice(data: Path, out: Path, talk_s: int = 12) -> int:
@@ -82,15 +95,21 @@ def splice(data: Path, out: Path, talk_s: int = 12) -> int:
             continue
         r = min(answered)
         src, dst = (data / rec["path"]).parent, (out / rec["path"]).parent
-        pcm = _read(src / traj["files"]["input"])
+        try:
+            pcm = read_wav(src / traj["files"]["input"])
+        except OutputError as e:
+            raise EvaluationError(str(e)) from e
         at = round(r * traj["chunk_s"] * RATE)
         dst.mkdir(parents=True, exist_ok=True)
-        _write(
+        write_wav(
             dst / traj["files"]["input"],
             np.concatenate([pcm[:at], _talk(pcm, traj, talk_s), pcm[at:]]),
         )
+        video = traj["files"].get("video")
+        if video:
+            _splice_video(src / video, dst / video, r, round(talk_s / traj["chunk_s"]))
         for f in src.iterdir():
-            if f.name not in (traj["files"]["input"], "trajectory.json"):
+            if f.name not in (traj["files"]["input"], video, "trajectory.json"):
                 (dst / f.name).unlink(missing_ok=True)
                 (dst / f.name).symlink_to(f.resolve())
         traj["duration_s"] += talk_s

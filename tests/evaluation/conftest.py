@@ -139,3 +139,27 @@ def video_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("video") / "set"
     run(config, out, seed=5)
     return out
+
+
+@pytest.fixture(scope="session")
+def delegation_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short `venus datagen` set, mostly delegation samples (seed 4; half of them video)."""
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    config = parse_config(
+        {
+            "samples": 8,
+            "duration": {"min_s": 8.0, "max_s": 16.0},
+            "mix": {
+                "sampling": "stratified",
+                "group": {"video": 0.5, "audio": 0.5},
+                "category": {"offline_understanding": 0.125, "proactive_duplex": 0.125,
+                             "delegation": 0.75},
+            },
+            "output": {"full_duplex_bench": False, "timeline_plots": 0},
+        }
+    )  # fmt: skip
+    out = tmp_path_factory.mktemp("delegation") / "set"
+    run(config, out, seed=4)
+    return out

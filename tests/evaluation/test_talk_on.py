@@ -1,6 +1,6 @@
 """Results over talk (evaluation/talk_on.py, scripts/results-over-talk): a real datagen
-set spliced with the user talking on at its first result, runs read back, and the script
-end to end on the shipped engines."""
+set (``delegation_set``, conftest) spliced with the user talking on at its first result,
+runs read back, and the script end to end on the shipped engines."""
 
 from __future__ import annotations
 
@@ -8,40 +8,27 @@ import json
 import os
 import subprocess
 import sys
-import wave
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
+from venus.datagen.fdb import read_wav
 from venus.errors import EvaluationError
 from venus.evaluation.talk_on import main, splice, talked_over
 
 ROOT = Path(__file__).resolve().parents[2]
-RATE = 16000
+RATE = 16000  # datagen.fdb.RATE_HZ
 
 
-@pytest.fixture(scope="module")
-def calls_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three 10-16 s delegation samples and one other (seed 4)."""
-    from venus.datagen.config import parse_config
-    from venus.datagen.runner import run
-
-    config = parse_config({
-        "samples": 4, "duration": {"min_s": 10.0, "max_s": 16.0},
-        "mix": {"sampling": "stratified",
-                "category": {"offline_understanding": 0.25, "proactive_duplex": 0.0,
-                             "delegation": 0.75}},
-        "output": {"full_duplex_bench": False, "timeline_plots": 0},
-    })  # fmt: skip
-    out = tmp_path_factory.mktemp("talk") / "set"
-    run(config, out, seed=4)
-    return out
-
-
-def pcm(path: Path) -> np.ndarray:
-    with wave.open(str(path)) as w:
-        return np.frombuffer(w.readframes(w.getnframes()), np.int16)
+def frames(path: Path) -> int:
+    capture = cv2.VideoCapture(str(path))
+    count = 0
+    while capture.read()[0]:
+        count += 1
+    capture.release()
+    return count
 
 
 def answered(folder: Path) -> list[int]:
@@ -49,11 +36,14 @@ def answered(folder: Path) -> list[int]:
     return [d["result_chunk"] for d in traj["delegations"] if d["result_chunk"] is not None]
 
 
-def test_the_user_talks_on_where_the_first_result_comes(calls_set: Path, tmp_path: Path) -> None:
+def test_the_user_talks_on_where_the_first_result_comes(
+    delegation_set: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "spliced"
-    wanted = [f for f in sorted(calls_set.glob("samples/*")) if answered(f)]
+    wanted = [f for f in sorted(delegation_set.glob("samples/*")) if answered(f)]
     assert wanted, "the fixture set should answer a call somewhere"
-    assert splice(calls_set, out, talk_s=5) == len(wanted)
+    assert splice(delegation_set, out, talk_s=5) == len(wanted)
+    videos = 0
     assert len((out / "index.jsonl").read_text().splitlines()) == len(wanted)
     for src in wanted:
         dst = out / "samples" / src.name
@@ -62,7 +52,7 @@ def test_the_user_talks_on_where_the_first_result_comes(calls_set: Path, tmp_pat
         at = min(answered(src)) * RATE
         assert spliced["talk_on"] == {"from_chunk": min(answered(src)), "seconds": 5}
         assert spliced["duration_s"] == traj["duration_s"] + 5
-        before, after = pcm(src / "input.wav"), pcm(dst / "input.wav")
+        before, after = read_wav(src / "input.wav"), read_wav(dst / "input.wav")
         assert len(after) == len(before) + 5 * RATE
         assert np.array_equal(after[:at], before[:at])  # as it was up to the result
         assert np.array_equal(after[at + 5 * RATE :], before[at:])  # and after the talk
@@ -71,6 +61,10 @@ def test_the_user_talks_on_where_the_first_result_comes(calls_set: Path, tmp_pat
         talk = after[at : at + 5 * RATE]
         assert np.array_equal(talk[:RATE], before[start : start + RATE])  # the user's voice
         assert (dst / "clean_input.wav").is_symlink()
+        if traj["files"]["video"]:  # the camera holds still through the talk
+            assert frames(dst / "video.avi") == frames(src / "video.avi") + 5
+            videos += 1
+    assert videos, "the fixture set should have a video sample with a result"
 
 
 def test_a_set_without_answered_calls_is_refused(tmp_path: Path) -> None:
@@ -110,11 +104,13 @@ def test_runs_read_back_say_which_results_were_read_over_the_user(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_the_script_runs_each_wait_on_the_shipped_engines(calls_set: Path, tmp_path: Path) -> None:
+def test_the_script_runs_each_wait_on_the_shipped_engines(
+    delegation_set: Path, tmp_path: Path
+) -> None:
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "VENUS": str(bin_dir / "venus"), "PYTHON": sys.executable,
            "WAITS": "0 600", "TALK_S": "6"}  # fmt: skip
-    done = subprocess.run([str(ROOT / "scripts" / "results-over-talk"), str(calls_set),
+    done = subprocess.run([str(ROOT / "scripts" / "results-over-talk"), str(delegation_set),
                            str(tmp_path / "w")], capture_output=True, text=True, env=env,
                           timeout=900, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
