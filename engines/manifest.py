@@ -82,6 +82,16 @@ class Schedule:
 
 
 @dataclass(config=_CFG)
+class Sampling:
+    """How the exporter recommends sampling these engines' text and speech tokens
+    (``venus export --temperature / --top-p``); the daemon takes each where its own
+    ``[model]`` key is not set. None: no recommendation."""
+
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # 0: greedy
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+
+
+@dataclass(config=_CFG)
 class Manifest:
     format: Literal["venus-engines"]
     version: int
@@ -102,6 +112,8 @@ class Manifest:
     # How the checkpoint was trained (``venus train``'s train/metrics.json and recipe):
     # None for weights that were never trained (`venus init`) or not by venus train.
     trained: dict[str, Any] | None = None
+    # The exporter's sampling recommendation; None: none (the daemon's defaults apply).
+    sampling: Sampling | None = None
 
     def files(self) -> list[tuple[str, FileEntry]]:
         """Every listed file, with what it belongs to (a component's name, or "tokenizer")."""

@@ -332,9 +332,8 @@ def _duplex(args: argparse.Namespace) -> int:
 def _delegation(args: argparse.Namespace) -> int:
     from venus.errors import EvaluationError
     from venus.evaluation.delegation_run import evaluate
-    from venus.evaluation.sampling import daemon_temperature
 
-    tuned = args.temperature != daemon_temperature()
+    tuned = args.temperature is not None
     if (args.reference or args.hypothesis) and (
         args.engines or args.policy or tuned or args.free_calls or args.idle_wait is not None
     ):

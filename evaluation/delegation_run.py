@@ -173,8 +173,9 @@ def run_config(
     idle_wait_s: float | None = None,
 ) -> VenusConfig:
     """The daemon's defaults with these engines, seed and temperature (None: the
-    daemon's), ``[model] call_grammar`` and ``[harness] idle_wait_s`` (None: the
-    daemon's), the engines' cache under ``~/.cache/venus``."""
+    daemon's choice, the engines' recommendation else its default), ``[model]
+    call_grammar`` and ``[harness] idle_wait_s`` (None: the daemon's), the engines' cache
+    under ``~/.cache/venus``."""
     from venus.daemon.config.schema import VenusConfig
 
     cfg = VenusConfig()
@@ -237,6 +238,7 @@ def _run_one(
     s: SetSample, folder: Path, cfg: VenusConfig, engines: Engines, policy: DecisionPolicy
 ) -> None:
     from venus.daemon.frontend.offline import run_offline
+    from venus.daemon.frontend.session import sampling_of
     from venus.evaluation.delegation_env import answers_of, bench_harness
 
     shutil.rmtree(folder, ignore_errors=True)  # a rerun starts afresh
@@ -256,7 +258,10 @@ def _run_one(
             harness=harness,
             session_id=s.sample_id,
             policy=policy,
-            extra_summary={"seed": cfg.model.seed, "temperature": cfg.model.temperature},
+            extra_summary={
+                "seed": cfg.model.seed,
+                "temperature": sampling_of(cfg.model, engines.manifest).temperature,
+            },
         )
     write_items(folder / ITEMS, journal_items(journal, s.sample_id))
 
@@ -289,7 +294,6 @@ def evaluate(
     call grammar, results let in after ``idle_wait_s`` of the user's speech, None: the
     daemon's), score them and write the report into ``out``."""
     from venus.evaluation.delegation_report import write_report
-    from venus.evaluation.sampling import daemon_temperature
 
     if reference and hypothesis is not None:
         raise EvaluationError("--reference and --hypothesis are two modes; give one")
@@ -303,7 +307,7 @@ def evaluate(
         hypothesis = run_samples(samples, out, engines, policy, temperature=temperature,
                                  call_grammar=call_grammar, idle_wait_s=idle_wait_s)  # fmt: skip
         how = [policy]
-        if temperature is not None and temperature != daemon_temperature():
+        if temperature is not None:
             how.append(f"temperature {temperature:g}")
         if not call_grammar:
             how.append("free calls")

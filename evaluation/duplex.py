@@ -46,13 +46,12 @@ from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.offline import run_offline
 from venus.daemon.frontend.outputs import OUTPUT_WAV, TIMELINE_JSONL
 from venus.daemon.frontend.policy import policy_named
-from venus.daemon.frontend.session import engine_options
+from venus.daemon.frontend.session import engine_options, sampling_of
 from venus.daemon.frontend.timeline import ChunkRecord, PolicyName, TimelineError, read_timeline
 from venus.engines.runners import Engines
 from venus.errors import EngineError, EvaluationError
 from venus.evaluation.hints import reply_playbacks, timeline_hints
 from venus.evaluation.metrics import DEFAULT_RULES, Rules, label_overlap
-from venus.evaluation.sampling import daemon_temperature
 from venus.evaluation.score import INPUT_WAV, SampleRef, SampleScore, find_samples, score_sample
 from venus.evaluation.source import source_video
 
@@ -81,7 +80,7 @@ class DuplexSetup:
 
     engines: Path  # an engine dir (holds manifest.json)
     seed: int = 0
-    temperature: float = field(default_factory=daemon_temperature)  # 0: greedy
+    temperature: float | None = None  # 0: greedy; None: the daemon's choice
     listen_bias: float = 0.0  # [model] listen_bias: > 0 talks less, < 0 more
     rules: Rules = DEFAULT_RULES
     intra_op_threads: int = 0  # per ONNX session; 0: ONNX Runtime picks
@@ -153,7 +152,7 @@ class Runner:
                 "sample": ref.name,
                 "engines": str(self.setup.engines),
                 "seed": self.cfg.model.seed,
-                "temperature": self.cfg.model.temperature,
+                "temperature": sampling_of(self.cfg.model, self.engines.manifest).temperature,
                 "listen_bias": self.cfg.model.listen_bias,
                 "video": str(video.path) if video else None,
                 "video_offset_s": video.offset_s if video else None,

@@ -27,7 +27,7 @@ from venus.evaluation.duplex import (
 from venus.evaluation.duplex_report import REPORT_JSON, RunInfo, write_duplex_report
 from venus.evaluation.metrics import DEFAULT_RULES
 from venus.evaluation.progress import PolicyProgress
-from venus.evaluation.sampling import daemon_temperature
+from venus.evaluation.sampling import run_temperature
 from venus.evaluation.score import find_samples
 from venus.evaluation.source import source_video
 
@@ -70,12 +70,13 @@ def main(args: argparse.Namespace) -> int:
         )
         progress.finish()
         wall_s = time.perf_counter() - started
+        temperature = run_temperature(engines, args.temperature)
     info = RunInfo(
         data=str(args.data),
         out=str(args.out),
         engines=str(args.engines) if args.engines else SHIPPED_ENGINES,
         seed=args.seed,
-        temperature=args.temperature,
+        temperature=temperature,
         limit=args.limit,
         jobs=jobs,
         wall_s=round(wall_s, 1),
@@ -150,7 +151,7 @@ def _command(args: argparse.Namespace) -> str:
         words += ["--seed", str(args.seed)]
     if not args.video:
         words.append("--no-video")
-    if args.temperature != daemon_temperature():
+    if args.temperature is not None:
         words += ["--temperature", f"{args.temperature:g}"]
     if args.listen_bias:
         words += ["--listen-bias", f"{args.listen_bias:g}"]

@@ -1,33 +1,41 @@
 """``--temperature`` of ``venus eval duplex`` and ``venus eval delegation``: the model's
-sampling temperature for text and speech tokens, by default and within bounds the
-daemon's own ``[model] temperature`` (``daemon/config/schema.py``), so a run can be made
-greedy (0) without a configuration file; and the other daemon settings an evaluation run
+sampling temperature for text and speech tokens, by default the daemon's own choice (the
+engines' recommendation, else ``DEFAULT_TEMPERATURE``) and within the bounds of ``[model]
+temperature`` (``daemon/config/schema.py``), so a run can be made greedy (0) without a
+configuration file; and the other daemon settings an evaluation run
 may take (``--listen-bias``, ``--idle-wait``), within the ranges the configuration allows."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 import annotated_types
 from pydantic.fields import FieldInfo
 
-from venus.daemon.config.schema import HarnessConfig, ModelConfig
+from venus.daemon.config.schema import DEFAULT_TEMPERATURE, HarnessConfig, ModelConfig
 
 __all__ = [
     "add_temperature",
-    "daemon_temperature",
     "idle_wait_arg",
     "listen_bias_arg",
     "model_bounds",
+    "run_temperature",
     "temperature_arg",
     "temperature_bounds",
 ]
 
 
-def daemon_temperature() -> float:
-    """The daemon's default ``[model] temperature``."""
-    return ModelConfig().temperature
+def run_temperature(engines_dir: Path, given: float | None) -> float:
+    """The temperature a run of the daemon on ``engines_dir`` samples with: ``given``
+    (``--temperature``), else the daemon's choice for those engines."""
+    if given is not None:
+        return given
+    from venus.daemon.frontend.session import sampling_of
+    from venus.engines.manifest import load_manifest
+
+    return sampling_of(ModelConfig(), load_manifest(engines_dir)).temperature
 
 
 def temperature_bounds() -> tuple[float, float]:
@@ -49,15 +57,16 @@ def model_bounds(name: str, section: type = ModelConfig) -> tuple[float, float]:
 
 
 def add_temperature(parser: argparse.ArgumentParser) -> None:
-    """``--temperature T`` on a command that runs the daemon (``args.temperature``)."""
-    default = daemon_temperature()
+    """``--temperature T`` on a command that runs the daemon (``args.temperature``; None
+    when not given: the daemon's choice)."""
     parser.add_argument(
         "--temperature",
         type=temperature_arg,
-        default=default,
+        default=None,
         metavar="T",
-        help=f"text and speech sampling temperature of the model (default: the daemon's, "
-        f"{default:g}); 0 is greedy",
+        help="text and speech sampling temperature of the model; 0 is greedy (default: the "
+        "daemon's choice: the engines' recommendation, else "
+        f"{DEFAULT_TEMPERATURE:g})",
     )
 
 

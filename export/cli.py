@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from venus.errors import ExportError
 
 if TYPE_CHECKING:
-    from venus.engines.manifest import Manifest
+    from venus.engines.manifest import Manifest, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,21 @@ def _register_export(commands: argparse._SubParsersAction[Any]) -> None:
         help="onnx (default), or tensorrt: also build TensorRT engines from the ONNX graphs",
     )
     exp.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="recommend this sampling temperature for the engines' text and speech tokens "
+        "(0 to 2; 0 is greedy): the daemon uses it where [model] temperature is not set "
+        "(default: no recommendation, the daemon's 0.7)",
+    )
+    exp.add_argument(
+        "--top-p",
+        type=float,
+        metavar="P",
+        help="recommend this nucleus mass (over 0, at most 1) where [model] top_p is not set "
+        "(default: no recommendation, the daemon's 0.9)",
+    )
+    exp.add_argument(
         "--verify",
         action="store_true",
         help="check every graph against the torch reference on random inputs and print a "
@@ -223,6 +238,8 @@ def _export(args: argparse.Namespace) -> int:
     from venus.export.model.venus import VenusModel
     from venus.export.onnx.build import checkpoint_tokenizer, export_engines, prepare_out
 
+    sampling = _sampling(args.temperature, args.top_p)
+
     if not (args.checkpoint / "config.json").is_file():
         raise ExportError(
             f"{args.checkpoint}: not a checkpoint directory (no config.json); make one with "
@@ -234,7 +251,7 @@ def _export(args: argparse.Namespace) -> int:
     model = load_model(args.checkpoint)
     if not isinstance(model, VenusModel):
         raise ExportError(f"{args.checkpoint}: did not load as a Venus model")
-    manifest = export_engines(model, args.checkpoint, args.out, args.precision)
+    manifest = export_engines(model, args.checkpoint, args.out, args.precision, sampling)
     if args.backend == "tensorrt":
         _build_tensorrt(args.out, manifest, fp16=args.precision == "fp16")
         from venus.engines.manifest import load_manifest
@@ -252,6 +269,23 @@ def _export(args: argparse.Namespace) -> int:
         log.error("parity check failed for %s: re-export, or report a bug", ", ".join(failed))
         return 1
     return 0
+
+
+def _sampling(temperature: float | None, top_p: float | None) -> Sampling | None:
+    """``--temperature`` and ``--top-p`` as the manifest's recommendation (None: neither
+    given); a value out of range is an error naming the option."""
+    from pydantic import ValidationError
+
+    from venus.engines.manifest import Sampling
+
+    if temperature is None and top_p is None:
+        return None
+    try:
+        return Sampling(temperature=temperature, top_p=top_p)
+    except ValidationError as e:
+        (err, *_) = e.errors()
+        option = "--top-p" if err["loc"][-1] == "top_p" else "--temperature"
+        raise ExportError(f"{option} {err['input']}: {err['msg']}") from None
 
 
 def _build_tensorrt(out: Path, manifest: Manifest, fp16: bool) -> None:

@@ -99,12 +99,13 @@ class TinyExport:
 
     checkpoint: Path
     engines: Path
-    run: subprocess.CompletedProcess[str]  # `venus export ckpt --out engines --verify`
+    run: subprocess.CompletedProcess[str]  # `venus export ckpt --out engines --verify ...`
 
 
 @pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
-    """`venus init --config tiny --seed 0` then `venus export --verify`, once per session.
+    """`venus init --config tiny --seed 0` then `venus export --verify` (recommending the
+    daemon's default sampling), once per session.
 
     Shared by the export and engines tests (the export takes about a minute on two cores).
     Treat it as read-only: tests that corrupt files work on a copy.
@@ -120,7 +121,9 @@ def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
     init = run("init", "--config", "tiny", "--seed", "0", "--out", "ckpt")
     if init.returncode != 0:
         pytest.fail(f"venus init failed:\n{init.stderr[-4000:]}")
-    export = run("export", "ckpt", "--out", "engines", "--verify")
+    # the daemon's own defaults as the engines' recommendation: written, and sampled as before
+    export = run("export", "ckpt", "--out", "engines", "--verify", "--temperature", "0.7",
+                 "--top-p", "0.9")  # fmt: skip
     if export.returncode != 0:
         pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
     return TinyExport(base / "ckpt", base / "engines", export)

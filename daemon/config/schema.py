@@ -31,6 +31,9 @@ DEFAULT_CONFIG_PATH = Path("/etc/venus/venus.toml")
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
+# Sampling where neither [model] nor the engines' manifest says (ModelConfig.temperature).
+DEFAULT_TEMPERATURE = 0.7
+DEFAULT_TOP_P = 0.9
 NODE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MQTT_SCHEMES = ("mqtt", "mqtts", "ws", "wss")
 
@@ -87,14 +90,19 @@ class ModelConfig:
         description="Which frontend to run; auto takes it from the engines' manifest.",
     )
     seed: StrictInt = Field(default=0, ge=0, le=2**32 - 1, description="Sampling seed.")
-    temperature: StrictFloat = Field(
-        default=0.7,
+    temperature: StrictFloat | None = Field(
+        default=None,
         ge=0.0,
         le=2.0,
-        description="Sampling temperature of text and speech tokens; 0 is greedy.",
+        description="Sampling temperature of text and speech tokens; 0 is greedy. Not set: "
+        "the engines' recommendation (their manifest's sampling), else 0.7.",
     )
-    top_p: StrictFloat = Field(
-        default=0.9, gt=0.0, le=1.0, description="Nucleus sampling: keep this probability mass."
+    top_p: StrictFloat | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="Nucleus sampling: keep this probability mass. Not set: the engines' "
+        "recommendation, else 0.9.",
     )
     listen_bias: StrictFloat = Field(
         default=0.0,

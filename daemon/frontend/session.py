@@ -17,7 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from venus.daemon.config.schema import VenusConfig
+from venus.daemon.config.schema import (
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    ModelConfig,
+    VenusConfig,
+)
 from venus.daemon.frontend.channel import HarnessChannel, NoHarness
 from venus.daemon.frontend.clock import Clock
 from venus.daemon.frontend.deadline import Deadlines
@@ -43,6 +48,7 @@ from venus.daemon.frontend.timeline import (
     RecallRecord,
     ResultRecord,
 )
+from venus.engines.manifest import Manifest, Sampling
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 from venus.engines.sampler import Greedy, LogitBias, Sampler, TopP
@@ -89,16 +95,54 @@ def check_schedule(cfg: VenusConfig, engines: Engines) -> None:
         )
 
 
+@dataclass(frozen=True)
+class SamplingChoice:
+    """The temperature and nucleus mass a session samples text and speech with, and
+    where each came from: "config" ([model]), "engines" (their manifest's
+    recommendation, ``venus export --temperature / --top-p``) or "default"."""
+
+    temperature: float
+    top_p: float
+    temperature_from: str
+    top_p_from: str
+
+    def describe(self) -> str:
+        return (
+            f"temperature {self.temperature:g} ({self.temperature_from}), "
+            f"top_p {self.top_p:g} ({self.top_p_from})"
+        )
+
+
+def sampling_of(model: ModelConfig, manifest: Manifest) -> SamplingChoice:
+    """``[model] temperature`` and ``top_p`` where set, else the engines' recommendation,
+    else the daemon's defaults."""
+    advised = manifest.sampling or Sampling()
+
+    def pick(own: float | None, engines: float | None, default: float) -> tuple[float, str]:
+        if own is not None:
+            return own, "config"
+        if engines is not None:
+            return engines, "engines"
+        return default, "default"
+
+    temperature, t_from = pick(model.temperature, advised.temperature, DEFAULT_TEMPERATURE)
+    top_p, p_from = pick(model.top_p, advised.top_p, DEFAULT_TOP_P)
+    return SamplingChoice(temperature, top_p, t_from, p_from)
+
+
 def make_samplers(cfg: VenusConfig, engines: Engines) -> Samplers:
-    """Greedy decisions (optionally biased toward listening); sampled text and speech."""
+    """Greedy decisions (optionally biased toward listening); text and speech sampled as
+    :func:`sampling_of` says."""
     m = cfg.model
     listen = engines.token_id("<|listen|>")
     bias = LogitBias({listen: m.listen_bias}) if m.listen_bias else None
+    how = sampling_of(m, engines.manifest)
+    log.info("sampling: %s", how.describe())
 
     def choice(seed: int) -> Greedy | TopP:
-        if m.temperature == 0:
+        if how.temperature == 0:
             return Greedy()
-        return TopP(m.temperature, m.top_p, rng=np.random.default_rng(seed))
+        return TopP(how.temperature, how.top_p, rng=np.random.default_rng(seed))
 
     return Samplers(
         control=Sampler(choose=Greedy(), bias=bias),

@@ -22,7 +22,14 @@ from pathlib import Path
 import onnx
 from tokenizers import Tokenizer
 
-from venus.engines.manifest import MANIFEST, Manifest, Precision, file_entry, write_manifest
+from venus.engines.manifest import (
+    MANIFEST,
+    Manifest,
+    Precision,
+    Sampling,
+    file_entry,
+    write_manifest,
+)
 from venus.engines.tokenizer import TOKENIZER_FILE
 from venus.errors import ExportError
 from venus.export.model.config import ModelConfig
@@ -86,8 +93,10 @@ def export_engines(
     checkpoint: Path,
     out: Path,
     precision: Precision = "fp32",
+    sampling: Sampling | None = None,
 ) -> Manifest:
-    """Export every graph of ``model`` (loaded from ``checkpoint``) into ``out``."""
+    """Export every graph of ``model`` (loaded from ``checkpoint``) into ``out``, with
+    ``sampling`` as the manifest's sampling recommendation."""
     start = time.monotonic()
     tokenizer = checkpoint_tokenizer(checkpoint)
     prepare_out(out)
@@ -123,7 +132,12 @@ def export_engines(
     _share(out, [TOKENIZER_FILE])
     log.info("hashing %s", checkpoint)
     manifest = build_manifest(
-        cfg, checkpoint, components, precision, tokenizer=file_entry(out, TOKENIZER_FILE)
+        cfg,
+        checkpoint,
+        components,
+        precision,
+        tokenizer=file_entry(out, TOKENIZER_FILE),
+        sampling=sampling,
     )
     write_manifest(out, manifest)
     _share(out, [MANIFEST])

@@ -30,6 +30,7 @@ from venus.engines.manifest import (
     FileEntry,
     Manifest,
     Precision,
+    Sampling,
     Schedule,
     TensorSpec,
     file_entry,
@@ -117,6 +118,7 @@ def build_manifest(
     precision: Precision,
     backend: Backend = "onnx",
     tokenizer: FileEntry | None = None,
+    sampling: Sampling | None = None,
 ) -> Manifest:
     return Manifest(
         format=FORMAT,
@@ -135,6 +137,7 @@ def build_manifest(
         model_config=json.loads((checkpoint / "config.json").read_text()),
         tokenizer=tokenizer,
         trained=training_record(checkpoint),
+        sampling=sampling,
     )
 
 

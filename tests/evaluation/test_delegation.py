@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
-from venus.daemon.config.schema import VenusConfig
+from venus.daemon.config.schema import DEFAULT_TEMPERATURE, VenusConfig
 from venus.daemon.frontend.timeline import ChunkRecord, DelegationRecord, ResultRecord
 from venus.evaluation.delegation import (
     Call,
@@ -342,7 +342,7 @@ def test_the_samples_run_with_the_temperature_given() -> None:
 
     tiny = default_engines()
     daemon = VenusConfig().model
-    assert run_config(tiny).model.temperature == daemon.temperature
+    assert run_config(tiny).model.temperature is None  # the daemon's choice: the engines'
     greedy = run_config(tiny, seed=2, temperature=0.0).model
     assert (greedy.engines, greedy.seed, greedy.temperature) == (tiny, 2, 0.0)
     assert (greedy.top_p, greedy.listen_bias) == (daemon.top_p, daemon.listen_bias)
@@ -408,9 +408,9 @@ def test_an_engine_that_delegates_is_answered_heard_and_scored(
     assert main(["eval", "delegation", "--data", str(delegation_set), "--out", str(out),
                  "--engines", str(engines), "--policy", "vad", "--others", "0"]) == 0  # fmt: skip
     report = json.loads((out / "delegation.json").read_text())
-    assert report["system"] == "venus engines (vad)"  # the daemon's temperature: not named
+    assert report["system"] == "venus engines (vad)"  # the daemon's choice: not named
     summary = json.loads((out / "samples" / target / "summary.json").read_text())
-    assert summary["temperature"] == VenusConfig().model.temperature
+    assert summary["temperature"] == DEFAULT_TEMPERATURE  # these engines advise none
     f = report["set"]
     assert f["hypothesis_calls"] > 0 and f["malformed"] == 0
 

@@ -22,7 +22,6 @@ from support.frontend import chunk_record
 from support.scripted import Scripted
 
 from venus.capabilities.contract import Contract
-from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import Delegation, InjectedResult
 from venus.daemon.frontend.playback import PlaybackEvent
 from venus.daemon.frontend.timeline import ChunkRecord
@@ -249,8 +248,8 @@ def test_venus_eval_duplex_runs_the_shipped_engines_in_workers_like_in_process(
     md = (tmp_path / "o" / "report.md").read_text()
     for policy in POLICIES:
         assert f"| user_interruption | {policy} | 1 |" in md
-    daemon = VenusConfig().model.temperature  # the default: not in the command, reported
-    assert f"seed 0, temperature {daemon:g}" in md and "--temperature" not in md
+    # the daemon's choice, the shipped engines' recommendation: not in the command, reported
+    assert "seed 0, temperature 0\n" in md and "--temperature" not in md
     setup = DuplexSetup(TINY, intra_op_threads=worker_threads(2), cache_dir=tmp_path / "cache")
     here = run_duplex(fdb.data, tmp_path / "here", setup, POLICIES, limit=1)
     for run in here:
@@ -265,9 +264,8 @@ def test_venus_eval_duplex_runs_the_shipped_engines_in_workers_like_in_process(
 
 
 def test_the_temperature_reaches_the_daemons_configuration() -> None:
-    daemon = VenusConfig().model.temperature
-    assert DuplexSetup(TINY).temperature == daemon
-    assert DuplexSetup(TINY).config().model.temperature == daemon
+    assert DuplexSetup(TINY).temperature is None  # the daemon's choice
+    assert DuplexSetup(TINY).config().model.temperature is None
     greedy = DuplexSetup(TINY, seed=3, temperature=0.0).config().model
     assert (greedy.temperature, greedy.seed, greedy.engines) == (0.0, 3, TINY)
     assert DuplexSetup(TINY, temperature=1.3).config().model.temperature == 1.3

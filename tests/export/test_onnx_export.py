@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 import torch
 from conftest import TinyExport
 
-from venus.engines.manifest import Manifest, load_manifest, verify
+from venus.engines.manifest import Manifest, Sampling, load_manifest, verify
 from venus.errors import EngineError
 from venus.export.checkpoint import load_model
 from venus.export.model.backbone import KVCache
@@ -99,6 +100,24 @@ def test_manifest_validates_and_its_hashes_match(exported: Exported) -> None:
     }
     assert {"realtime-venus", "torch", "onnx", "onnxruntime", "onnxscript"} <= set(m.tools)
     assert m.model_config["model"]["name"] == "tiny"
+    assert m.sampling == Sampling(temperature=0.7, top_p=0.9)  # --temperature, --top-p
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(("--temperature", "2.5"), "--temperature 2.5: Input should be less than or equal to 2"),
+     (("--top-p", "0"), "--top-p 0.0: Input should be greater than 0")],
+)  # fmt: skip
+def test_a_sampling_recommendation_out_of_range_is_refused_before_the_export(
+    exported: Exported, tmp_path: Path, option: tuple[str, str], message: str
+) -> None:
+    venus = Path(sys.executable).with_name("venus")
+    done = subprocess.run(
+        [str(venus), "export", str(exported.checkpoint), "--out", str(tmp_path / "e"), *option],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and message in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "e").exists()  # refused before anything was written
 
 
 def test_manifest_shapes_follow_the_spec(exported: Exported) -> None:

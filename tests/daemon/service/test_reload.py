@@ -17,11 +17,13 @@ from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.clock import OfflineClock
 from venus.daemon.frontend.playback import TrackOut
 from venus.daemon.frontend.session import Frontend, open_frontend
+from venus.daemon.frontend.step import Samplers
 from venus.daemon.service.notify import Notifier
 from venus.daemon.service.reload import Reloadable, Reloader
 from venus.daemon.service.reloadable import homeassistant_part, logging_part, sampling_part
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
+from venus.engines.sampler import Greedy, TopP
 from venus.hw.sources import SyntheticAudioSource
 
 
@@ -108,6 +110,28 @@ def test_a_reload_applies_what_it_can_and_names_what_needs_a_restart(
     assert reloader.running.audio.device == "default"
     again = reloader.reload()
     assert again.applied == () and again.needs_restart == ("audio.device",)
+
+
+def test_a_temperature_taken_out_of_the_file_goes_back_to_the_engines(
+    tmp_path: Path, engines_dir: Path, frontend: Frontend
+) -> None:
+    path = write(tmp_path / "venus.toml", engines_dir, "")
+    reloader = Reloader(lambda: load_config(path), load_config(path), Sent())
+    reloader.parts = [sampling_part(frontend)]
+    assert isinstance(frontend.step.samplers.text.choose, Greedy)  # the shipped engines': 0
+
+    def after_a_chunk() -> Samplers:
+        with SyntheticAudioSource(duration_s=1.0) as audio:  # max_chunks counts every run's
+            frontend.loop.run(frontend.stream, audio, max_chunks=frontend.loop.stats.chunks + 1)
+        return frontend.step.samplers
+
+    write(path, engines_dir, "temperature = 0.9\n")
+    assert reloader.reload().applied == ("model.temperature: None -> 0.9",)
+    text = after_a_chunk().text.choose
+    assert isinstance(text, TopP) and text.temperature == 0.9
+    write(path, engines_dir, "")
+    assert reloader.reload().applied == ("model.temperature: 0.9 -> None",)
+    assert isinstance(after_a_chunk().text.choose, Greedy)
 
 
 def test_an_invalid_file_is_refused_and_the_running_configuration_kept(
