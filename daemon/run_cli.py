@@ -36,7 +36,9 @@ without a restart), and under systemd (Type=notify) it reports READY, STATUS and
 watchdog pings over $NOTIFY_SOCKET. With --offline, over a WAV file instead, as fast as the
 machine goes and deterministic for a seed, writing timeline.jsonl, output.wav (the
 assistant's audio, sample-aligned with the input and of its length), conversation.wav
-(input left, assistant right) and summary.json to --out DIR."""
+(input left, assistant right) and summary.json to --out DIR. With --offline --journal
+the harness runs too, its capabilities answering in wall time; add --paced to read the
+file at its own pace, so that they answer on the input's clock, as they would live."""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -60,6 +62,12 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         help="offline: run the harness too, with this journal (results then arrive in wall "
         "time, so the run is no longer deterministic); live: override [harness] journal",
+    )
+    run.add_argument(
+        "--paced",
+        action="store_true",
+        help="offline: read the file at its own pace, a chunk per chunk period (the run "
+        "takes as long as the input), so capabilities (--journal) answer on its clock",
     )
     run.add_argument(
         "--policy",
@@ -102,8 +110,8 @@ def _read_config(args: argparse.Namespace) -> VenusConfig:
 
 def _run(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    if args.offline is None and (args.out or args.video or args.policy):
-        raise ConfigError("--out, --video and --policy go with --offline INPUT.wav")
+    if args.offline is None and (args.out or args.video or args.policy or args.paced):
+        raise ConfigError("--out, --video, --policy and --paced go with --offline INPUT.wav")
     if args.offline is not None and args.out is None:
         raise ConfigError("--offline needs --out DIR for its outputs")
     if args.offline is None:
@@ -139,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
             on_record,
             harness=harness,
             policy=policy,
+            paced=args.paced,
         )
     sys.stdout.write(render(done.summary) + f"\noutputs in {done.out_dir}/\n")
     return 0

@@ -2,9 +2,10 @@
 
 Real time: the microphone's sample clock paces the loop; a chunk's boundary is when its
 last sample was captured, and deadlines are measured from there. Offline: chunks come
-from a file at once; the playback device is a ``TrackOut`` advanced to each chunk's end
-on the schedule, and the loop waits for token-to-wave before each step so that the
-track, the cuts and the timeline do not depend on how fast the machine is.
+from a file at once (or, paced, one per chunk period); the playback device is a
+``TrackOut`` advanced to each chunk's end on the schedule, and the loop waits for
+token-to-wave before each step so that the track, the cuts and the timeline do not
+depend on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -49,10 +50,16 @@ class RealTimeClock:
 
 
 class OfflineClock:
+    """``paced``: each step also waits until the chunk's end has passed in wall time since
+    the first step began, as a microphone would deliver it, so that what runs beside the
+    loop in wall time (the harness's capabilities and workers) answers on the input's
+    clock; the run is then as long as the input (or longer, where steps fall behind)."""
+
     offline = True
 
-    def __init__(self, track: TrackOut, rate: int) -> None:
-        self.track, self.rate = track, rate
+    def __init__(self, track: TrackOut, rate: int, paced: bool = False) -> None:
+        self.track, self.rate, self.paced = track, rate, paced
+        self._started: float | None = None
 
     def boundary(self, chunk: AudioChunk) -> float | None:
         return None
@@ -60,6 +67,11 @@ class OfflineClock:
     def before_step(self, speech_out: SpeechOut, end_s: float) -> None:
         speech_out.drain()
         self.track.advance_to(round(end_s * self.rate))
+        if self.paced:
+            now = time.monotonic()
+            if self._started is None:  # the first chunk's audio began to arrive now
+                self._started = now
+            time.sleep(max(0.0, self._started + end_s - now))
 
     def finish(self, speech_out: SpeechOut) -> None:
         speech_out.drain()

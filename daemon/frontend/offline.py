@@ -65,12 +65,15 @@ def run_offline(
     session_id: str | None = None,
     policy: DecisionPolicy | None = None,
     video_offset_s: float = 0.0,
+    paced: bool = False,
 ) -> OfflineRun:
     """The frontend over ``input_wav``; outputs in ``out_dir``. ``policy`` takes the
     control decisions (default ``ModelPolicy``; ``VadPolicy`` and ``AlwaysContinuePolicy``
     are the evaluation baselines); ``summary.json`` names it. ``video_offset_s``: where
     the input starts on the video's clock (an input cut from a longer recording: the
-    frame at input time t is the video's at t + offset)."""
+    frame at input time t is the video's at t + offset). ``paced``: one chunk per chunk
+    period of wall time (``OfflineClock``), so a harness's results arrive on the input's
+    clock."""
     if not video_offset_s >= 0:
         raise ValueError(f"video_offset_s must be >= 0, not {video_offset_s!r}")
     policy = policy or ModelPolicy()
@@ -92,7 +95,7 @@ def run_offline(
             timeline.write(record)
             on_record(record)
 
-        clock = OfflineClock(track, rate)
+        clock = OfflineClock(track, rate, paced)
         frontend = open_frontend(cfg, engines, track, clock, sink, harness, session_id, policy)
         started = time.perf_counter()
         try:

@@ -304,4 +304,4 @@ def test_venus_run_offline_takes_a_policy_and_only_offline(
     assert "speak" in done.stdout and "(vad)" in done.stdout  # the answer at chunk 1
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["policy"] == "vad"
     live = call()
-    assert live.returncode == 1 and "--policy go with --offline" in live.stderr
+    assert live.returncode == 1 and "--policy and --paced go with --offline" in live.stderr

@@ -168,6 +168,20 @@ def test_venus_run_offline_from_the_command_line(tiny_export: TinyExport, tmp_pa
         "conversation.wav",
         "summary.json",
     }
+    paced = venus(*args, "--out", "p", "--seed", "3", "--quiet", "--paced", cwd=tmp_path)
+    assert paced.returncode == 0, paced.stderr[-3000:]
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["wall_s"] >= 3.0 - 1.0  # a chunk per second: the last waited for its end
+    # no harness: pacing changes the wall time, not what the assistant did
+    assert (tmp_path / "p" / "output.wav").read_bytes() == (
+        tmp_path / "o" / "output.wav"
+    ).read_bytes()
+
+    def decided(out: str) -> list[tuple[str, str]]:
+        lines = (tmp_path / out / "timeline.jsonl").read_text().splitlines()
+        return [(r["decision"], r["text"]) for r in map(json.loads, lines)]
+
+    assert decided("p") == decided("o")
     missing = venus(*args, cwd=tmp_path)
     assert missing.returncode == 1 and "--offline needs --out DIR" in missing.stderr
     bad = venus(

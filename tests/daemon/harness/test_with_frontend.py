@@ -4,6 +4,7 @@ delegation becomes a new item with its evidence, dispatched and answered."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -164,3 +165,47 @@ def test_the_frontend_sees_each_capability_once_and_offline_item_ids_repeat(
     ids = seeded_item_ids(7)
     assert made[0] == made[1] == sorted([ids(), ids()])
     assert seeded_item_ids(8)() not in made[0]
+
+
+def test_a_paced_run_gets_its_results_on_the_inputs_clock(
+    scripted_export: Scripted, tmp_path: Path
+) -> None:
+    """``paced``: a chunk per chunk period of wall time, so a capability that takes 2 s
+    answers 2 chunks of input later; every reply's call is answered and read within the
+    input, a chain of calls at least 2 chunks apart (as fast as the machine goes, the
+    14 s of input run in about a second and one call's result comes after it ended)."""
+    latency_s = 2.0
+
+    def slow_weather(ctx: Context) -> str:
+        time.sleep(latency_s)
+        return weather(ctx)
+
+    transport = InProcessTransport([Capability(WEATHER, slow_weather)])
+    harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
+    harness.start()
+    try:
+        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION))
+        assert harness.wait(first, 10) is not None
+        engines = Engines.open(scripted_export.engines, EngineOptions())
+        wav = _silent(write_wav(tmp_path / "silence.wav", 14, seed=1))
+        done = run_offline(
+            config(scripted_export.engines),
+            engines,
+            wav,
+            tmp_path / "out",
+            harness=harness,
+            session_id=SESSION,
+            paced=True,
+        )
+        time.sleep(0.5)  # the harness thread writes what the last chunks reported
+    finally:
+        harness.stop()
+    assert done.wall_s >= 14.0 - 1.0  # the last chunk waited for its end (the first began)
+
+    from venus.daemon.harness.journal import Journal
+
+    with Journal.open(tmp_path / "journal.sqlite3", read_only=True) as journal:
+        calls = sorted(i.chunk_index for i in journal.items() if i.id != first)
+    assert len(calls) >= 3, calls
+    gaps = [b - a for a, b in itertools.pairwise(calls)]
+    assert min(gaps) >= latency_s, calls  # no result before its capability answered
