@@ -9,6 +9,7 @@ timeouts and output in ``doctor``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -177,6 +178,7 @@ def _read_text(path: Path) -> str:
 
 def check_engines(model: ModelConfig, hashes: bool = False) -> Check:
     """``model.engines``: the manifest loads and every file has its size (and sha256)."""
+    from venus.daemon.frontend.sampling import sampling_of
     from venus.engines.manifest import load_manifest, sha256_file, verify
 
     root = model.engines
@@ -208,10 +210,15 @@ def check_engines(model: ModelConfig, hashes: bool = False) -> Check:
         "bytes": sum(f.bytes for f in files),
         "sha256_checked": hashes,
     }
+    how = sampling_of(model, manifest)
+    details["sampling"] = dataclasses.asdict(how)
+    details["trained_step"] = (manifest.trained or {}).get("step")
     checked = "sizes and sha256 match" if hashes else "sizes match; --hashes also checks sha256"
+    trained = "untrained" if details["trained_step"] is None else "trained"
     summary = (
-        f"{manifest.model} ({manifest.frontend}, {manifest.precision} {manifest.backend}), "
-        f"{len(files)} files, {size_gb:.2f} GB: {checked}"
+        f"{manifest.model} ({manifest.frontend}, {manifest.precision} {manifest.backend}, "
+        f"{trained}), {len(files)} files, {size_gb:.2f} GB: {checked}; sampling "
+        f"{how.describe()}"
     )
     if model.frontend not in ("auto", manifest.frontend):
         return Check(

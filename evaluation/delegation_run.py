@@ -238,7 +238,7 @@ def _run_one(
     s: SetSample, folder: Path, cfg: VenusConfig, engines: Engines, policy: DecisionPolicy
 ) -> None:
     from venus.daemon.frontend.offline import run_offline
-    from venus.daemon.frontend.session import sampling_of
+    from venus.daemon.frontend.sampling import sampling_of
     from venus.evaluation.delegation_env import answers_of, bench_harness
 
     shutil.rmtree(folder, ignore_errors=True)  # a rerun starts afresh

@@ -46,7 +46,8 @@ from venus.daemon.frontend.channel import HarnessChannel
 from venus.daemon.frontend.offline import run_offline
 from venus.daemon.frontend.outputs import OUTPUT_WAV, TIMELINE_JSONL
 from venus.daemon.frontend.policy import policy_named
-from venus.daemon.frontend.session import engine_options, sampling_of
+from venus.daemon.frontend.sampling import sampling_of
+from venus.daemon.frontend.session import engine_options
 from venus.daemon.frontend.timeline import ChunkRecord, PolicyName, TimelineError, read_timeline
 from venus.engines.runners import Engines
 from venus.errors import EngineError, EvaluationError

@@ -32,7 +32,7 @@ def run_temperature(engines_dir: Path, given: float | None) -> float:
     (``--temperature``), else the daemon's choice for those engines."""
     if given is not None:
         return given
-    from venus.daemon.frontend.session import sampling_of
+    from venus.daemon.frontend.sampling import sampling_of
     from venus.engines.manifest import load_manifest
 
     return sampling_of(ModelConfig(), load_manifest(engines_dir)).temperature

@@ -17,12 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from venus.daemon.config.schema import (
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
-    ModelConfig,
-    VenusConfig,
-)
+from venus.daemon.config.schema import VenusConfig
 from venus.daemon.frontend.channel import HarnessChannel, NoHarness
 from venus.daemon.frontend.clock import Clock
 from venus.daemon.frontend.deadline import Deadlines
@@ -31,6 +26,7 @@ from venus.daemon.frontend.loop import FrontendLoop
 from venus.daemon.frontend.memory import SessionMemory
 from venus.daemon.frontend.playback import AudioOut, PlaybackController, PlaybackEvent
 from venus.daemon.frontend.policy import DecisionPolicy
+from venus.daemon.frontend.sampling import sampling_of
 from venus.daemon.frontend.speech_out import SpeechOut
 from venus.daemon.frontend.step import (
     ChunkInput,
@@ -48,7 +44,6 @@ from venus.daemon.frontend.timeline import (
     RecallRecord,
     ResultRecord,
 )
-from venus.engines.manifest import Manifest, Sampling
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
 from venus.engines.sampler import Greedy, LogitBias, Sampler, TopP
@@ -93,41 +88,6 @@ def check_schedule(cfg: VenusConfig, engines: Engines) -> None:
             f"model.frontend is {cfg.model.frontend!r} but the engines in {engines.root} are "
             f'an {engines.manifest.frontend!r} frontend; set model.frontend = "auto"'
         )
-
-
-@dataclass(frozen=True)
-class SamplingChoice:
-    """The temperature and nucleus mass a session samples text and speech with, and
-    where each came from: "config" ([model]), "engines" (their manifest's
-    recommendation, ``venus export --temperature / --top-p``) or "default"."""
-
-    temperature: float
-    top_p: float
-    temperature_from: str
-    top_p_from: str
-
-    def describe(self) -> str:
-        return (
-            f"temperature {self.temperature:g} ({self.temperature_from}), "
-            f"top_p {self.top_p:g} ({self.top_p_from})"
-        )
-
-
-def sampling_of(model: ModelConfig, manifest: Manifest) -> SamplingChoice:
-    """``[model] temperature`` and ``top_p`` where set, else the engines' recommendation,
-    else the daemon's defaults."""
-    advised = manifest.sampling or Sampling()
-
-    def pick(own: float | None, engines: float | None, default: float) -> tuple[float, str]:
-        if own is not None:
-            return own, "config"
-        if engines is not None:
-            return engines, "engines"
-        return default, "default"
-
-    temperature, t_from = pick(model.temperature, advised.temperature, DEFAULT_TEMPERATURE)
-    top_p, p_from = pick(model.top_p, advised.top_p, DEFAULT_TOP_P)
-    return SamplingChoice(temperature, top_p, t_from, p_from)
 
 
 def make_samplers(cfg: VenusConfig, engines: Engines) -> Samplers:

@@ -75,7 +75,15 @@ def test_engines_sizes_and_optional_hashes(tmp_path: Path) -> None:
     model = parse_config({"model": {"engines": str(root)}}).model
     ok = check_engines(model)
     assert ok.status == "ok", ok
-    assert "tiny (audio, fp32 onnx), 1 files" in ok.summary
+    assert "tiny (audio, fp32 onnx, untrained), 1 files" in ok.summary
+    assert ok.summary.endswith("; sampling temperature 0.7 (default), top_p 0.9 (default)")
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "sampling": {"temperature": 0}}))
+    advised = check_engines(model)
+    assert advised.details["sampling"]["temperature_from"] == "engines"
+    assert "sampling temperature 0 (engines)" in advised.summary
+    own = parse_config({"model": {"engines": str(root), "temperature": 0.3}}).model
+    assert "sampling temperature 0.3 (config)" in check_engines(own).summary
     (root / "audio.onnx").write_bytes(b"\x01" * 1000)  # same size, other content
     assert check_engines(model).status == "ok"
     corrupt = check_engines(model, hashes=True)

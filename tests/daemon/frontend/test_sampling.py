@@ -14,7 +14,8 @@ import pytest
 from support.frontend import config, write_wav
 
 from venus.daemon.config.schema import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, ModelConfig
-from venus.daemon.frontend.session import make_samplers, sampling_of
+from venus.daemon.frontend.sampling import sampling_of
+from venus.daemon.frontend.session import make_samplers
 from venus.engines.manifest import MANIFEST, Sampling, load_manifest
 from venus.engines.options import EngineOptions
 from venus.engines.runners import Engines
