@@ -11,6 +11,7 @@ on the schedule (compute time is not simulated), and plays from there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from venus.daemon.frontend.loop import FrameSource, no_frames
 from venus.daemon.frontend.outputs import TIMELINE_JSONL, OutputFiles, write_outputs
 from venus.daemon.frontend.playback import TrackOut
 from venus.daemon.frontend.policy import DecisionPolicy, ModelPolicy
+from venus.daemon.frontend.sampling import sampling_of
 from venus.daemon.frontend.session import open_frontend
 from venus.daemon.frontend.summary import Summary, summarize, summary_json
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
@@ -109,6 +111,13 @@ def run_offline(
     input_s = source.duration_s
     files = write_outputs(out_dir, input_wav, track.track(round(input_s * rate)), rate)
     summary = summarize(frontend.records, wall_s, input_s)
-    data = {**summary_json(summary), "policy": policy.name, **(extra_summary or {})}
+    how = dataclasses.asdict(sampling_of(cfg.model, engines.manifest))
+    data = {
+        **summary_json(summary),
+        "policy": policy.name,
+        "sampling": how,
+        "paced": paced,
+        **(extra_summary or {}),
+    }
     (out_dir / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
     return OfflineRun(out_dir, frontend.records, summary, files, wall_s, input_s)

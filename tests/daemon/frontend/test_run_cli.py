@@ -172,10 +172,14 @@ def test_venus_run_offline_from_the_command_line(tiny_export: TinyExport, tmp_pa
     assert paced.returncode == 0, paced.stderr[-3000:]
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert summary["wall_s"] >= 3.0 - 1.0  # a chunk per second: the last waited for its end
+    unpaced = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["paced"] and not unpaced["paced"]
+    assert summary["sampling"] == {  # these engines recommend the daemon's own defaults
+        "temperature": 0.7, "top_p": 0.9, "temperature_from": "engines", "top_p_from": "engines"
+    }  # fmt: skip
     # no harness: pacing changes the wall time, not what the assistant did
-    assert (tmp_path / "p" / "output.wav").read_bytes() == (
-        tmp_path / "o" / "output.wav"
-    ).read_bytes()
+    wav = "output.wav"
+    assert (tmp_path / "p" / wav).read_bytes() == (tmp_path / "o" / wav).read_bytes()
 
     def decided(out: str) -> list[tuple[str, str]]:
         lines = (tmp_path / out / "timeline.jsonl").read_text().splitlines()
