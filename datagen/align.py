@@ -16,7 +16,8 @@ The rules (docs/timeline.md; ``chunk_s`` = 1 s):
   reply's last chunk (not before the event's first). One action per chunk: a cut wins.
 - **Delegation.** A call's span is written at the start of its call turn's first chunk,
   a ``{"cancel"}`` at its cancel turn's; a result is injected at the chunk whose boundary
-  is ``result_at_s`` (its announcement's first chunk).
+  is ``result_at_s``: its announcement's first chunk, or, offered early, a chunk the user
+  speaks through, which listens like every chunk after it up to the announcement.
 - **Events** list every overlap event whose measured window overlaps the chunk.
 
 ``check_targets`` verifies the rules on the finished chunks (AlignmentError).

@@ -191,6 +191,22 @@ class DelegationConfig:
     capabilities: tuple[str, ...] = Field(default=tuple(DOMAINS), min_length=1)
     failure_p: StrictFloat = Field(default=0.15, ge=0.0, le=1.0)
     retry_p: StrictFloat = Field(default=0.5, ge=0.0, le=1.0, description="a failure is retried")
+    early_offer_p: StrictFloat = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="a result ready while the user speaks (and the assistant listens) is "
+        "offered then, not at its announcement: the assistant holds it until the user is "
+        "done; 0 draws nothing, so sets are planned as before the key existed",
+    )
+    talk_on_p: StrictFloat = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="a delegation sample opens with the user talking on to someone else "
+        "for 10-15 s while the work is pending (the result often ready in the middle: "
+        "with early_offer_p, offered there and held); 0 draws nothing",
+    )
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.capabilities if c not in DOMAINS]

@@ -42,6 +42,7 @@ from venus.datagen.domains_lines import (
     HOLD,
     HOLD_LONG,
     LONG,
+    LONG_ASIDES,
     OTHER_ASIDES,
     PLAIN,
     PROACTIVE,
@@ -64,7 +65,7 @@ from venus.datagen.domains_lines import (
 __all__ = [
     "ASIDES", "BACKCHANNELS", "CALENDAR", "CANCELS", "CANCEL_ACK", "CITIES", "DAYS",
     "DEVICES", "DOMAINS", "EVENTS", "FAILED", "HOLD", "HOLD_LONG", "ITEMS", "LABELS", "LONG",
-    "OPS", "OTHER_ASIDES", "PLAIN", "PROACTIVE", "QUESTIONS", "REPLACE", "RETRIES",
+    "LONG_ASIDES", "OPS", "OTHER_ASIDES", "PLAIN", "PROACTIVE", "QUESTIONS", "REPLACE", "RETRIES",
     "RETRY_ACK", "REVISE", "REVISE_ACK", "ROOM_SPEECH", "SECONDS", "SELF_RETRY",
     "SHOPPING_LIST", "SIGNS", "SKIES", "STOPS", "STOPS_CANCEL", "TOPIC_CHANGE", "TV_LINES",
     "UNITS", "VISUAL", "WATCH", "WATCH_ACK", "WEATHER", "ZONES", "Domain", "Request",

@@ -55,6 +55,21 @@ ASIDES = ("Honey, can you turn the oven off?", "Just a second, Tom, I'm almost d
           "Kids, dinner is ready!", "Can you pass me the remote?",
           "Hang on, someone's at the door.",
           "No, the blue one, on the table.")  # fmt: skip
+# the user talking on to someone else for 10-15 s while work is pending (delegation.talk_on_p)
+LONG_ASIDES = (
+    "Honey, can you turn the oven off? And check the potatoes while you're there. If they're "
+    "soft, take them out and put the lid on the big pan, I'll do the rest in a minute.",
+    "Kids, dinner is nearly ready! Wash your hands, both of you, and somebody set the table. "
+    "No, not the good plates, the blue ones from the cupboard by the window.",
+    "Hang on, someone's at the door. Tom, can you get it? It's probably the parcel I ordered "
+    "last week. If it is, just leave it in the hall, I'll open it later tonight.",
+    "No, the blue one, on the table, next to the lamp. Not that one, the other one. Yes, that "
+    "one. Thanks. Can you put the rest back in the drawer when you're done with them?",
+    "Just a second, Tom, I'm almost done here. Did you remember to call your mother about "
+    "Sunday? She wanted to know if we're coming for lunch or only for coffee after.",
+    "Can you pass me the remote? And turn the light off on your way out, please. Oh, and "
+    "don't forget to take the bins out, they come early tomorrow morning, around seven.",
+)  # fmt: skip
 OTHER_ASIDES = ("Are you coming to dinner?", "Have you seen my keys anywhere?",
                 "I'm going to the shop, do you need anything?")  # fmt: skip
 TV_LINES = ("And in tonight's news, the city council has approved the new bridge.",

@@ -16,7 +16,10 @@ durations with the same rule the planner used (``resolve``). Never shift times b
 ``chunk_s``): the speech decided at a boundary is heard from it (docs/timeline.md).
 Assistant turns are ``snap``ped there, a cut takes effect at the first boundary at or
 after the interruption ends, and a result is injected at the boundary its announcing turn
-starts at.
+starts at, or, offered early (``delegation.early_offer_p``), at the first boundary after
+it is ready, while the user speaks and the assistant listens (``early_offer_s``): the
+assistant holds it until the announcement. Early is ``result_at_s`` before the
+announcement's start; ``retime`` keeps it early where the rule still holds.
 
 **Event linkage.** Every overlap event names the action it calls for and the delegation
 decision, consistent by construction (checked in ``OverlapEvent.__post_init__``)::
@@ -65,7 +68,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from venus.datagen.fields import check_fields, from_dict, to_dict
-from venus.datagen.plan_check import check_plan, resolve
+from venus.datagen.plan_check import check_plan, early_offer_s, resolve
 from venus.datagen.plan_markers import Segment, plain_text, segments
 from venus.datagen.plan_parts import (
     Acoustics,
@@ -119,7 +122,7 @@ __all__ = [
     "Delegation", "Distance", "Engine", "EventKind", "Group", "Intent", "LevelChange",
     "NoiseKind", "OverlapEvent", "Plan", "PlanError", "Role", "Scene", "SceneObject",
     "Segment", "Shape", "Speaker", "Status", "Turn", "Voice", "check_fields", "check_plan",
-    "from_dict", "ms", "plain_text", "resolve", "segments", "snap", "to_dict",
+    "early_offer_s", "from_dict", "ms", "plain_text", "resolve", "segments", "snap", "to_dict",
 ]  # fmt: skip
 
 
@@ -166,14 +169,22 @@ class Plan:
         turns = [replace(t, duration_s=ms(d)) for t, d in zip(self.turns, durations_s, strict=True)]
         timed = resolve(turns, self.events, self.chunk_s)
         delegations = tuple(
-            replace(
-                d, result_at_s=None if d.announce_turn is None else timed[d.announce_turn].start_s
-            )
-            for d in self.delegations
+            replace(d, result_at_s=self._result_at(d, timed)) for d in self.delegations
         )
         end_s = max(t.end_s for t in timed)
         duration_s = max(self.duration_s, snap(end_s + self.chunk_s, self.chunk_s))
         return replace(self, turns=tuple(timed), delegations=delegations, duration_s=duration_s)
+
+    def _result_at(self, d: Delegation, timed: Sequence[Turn]) -> float | None:
+        """``d``'s result time on the ``timed`` turns: its announcement's start, or, offered
+        early here, its early boundary there while the rule still holds."""
+        if d.announce_turn is None or d.result_at_s is None:
+            return None
+        announce_s = timed[d.announce_turn].start_s
+        if d.result_at_s >= self.turns[d.announce_turn].start_s - EPS_S:
+            return announce_s
+        early_s = early_offer_s(timed, d, self.chunk_s)
+        return announce_s if early_s is None else early_s
 
     def to_dict(self) -> dict[str, Any]:
         out = to_dict(self)

@@ -1,6 +1,7 @@
 """Consistency of a whole plan: ``resolve`` (turn starts and cuts from their anchors and
-durations) and ``check_plan`` (everything the dataclasses cannot check alone: turn
-references, timing, event linkage, delegation lifecycles, overlaps).
+durations), ``check_plan`` (everything the dataclasses cannot check alone: turn
+references, timing, event linkage, delegation lifecycles, overlaps) and
+``early_offer_s`` (where a result ready while the user speaks is offered early).
 
 It builds on the plan's parts; ``Plan`` (``venus.datagen.plan``) calls ``check_plan``
 when it is built and ``resolve`` in ``retime``, so ``Plan`` is imported here for type
@@ -183,10 +184,16 @@ def _check_delegations(plan: Plan) -> None:
         ready_s = call_s + d.result_after_s
         if d.announce_turn is not None:
             announce = _assistant(plan, d.announce_turn, what)
-            if d.announce_turn <= d.call_turn or d.result_at_s != announce.start_s:
-                raise PlanError(f"{what}: result_at_s is the start of a later announce turn")
+            if d.announce_turn <= d.call_turn:
+                raise PlanError(f"{what}: its announce turn is not after its call turn")
             if announce.start_s < ready_s - EPS_S:
                 raise PlanError(f"{what}: announced before its result is ready")
+            early = d.result_at_s != announce.start_s
+            if early and (problem := early_offer_problem(plan.turns, d, plan.chunk_s)):
+                raise PlanError(
+                    f"{what}: result_at_s {d.result_at_s} is neither its announcement's start "
+                    f"({announce.start_s}) nor an early offer: {problem}"
+                )
         superseded = [x for x in plan.delegations if x.supersedes == d.item_id]
         if d.status == "cancelled":
             if (d.cancel_turn is None) == (not superseded):
@@ -211,9 +218,50 @@ def _check_delegations(plan: Plan) -> None:
                 raise PlanError(f"{what}: a revision or replacement cancels the item it supersedes")
 
 
+def early_offer_s(turns: Sequence[Turn], d: Delegation, chunk_s: float) -> float | None:
+    """The boundary ``d``'s result is offered early at, or None where it cannot be: the
+    first chunk boundary at or after the result is ready, when that is before its
+    announcement, the user speaks through the chunk ending there, and the assistant is
+    silent from that chunk to the announcement (the daemon offers a result only while the
+    assistant listens, and a reply it starts answers every result offered before). The
+    assistant holds the result until the announcement."""
+    if d.announce_turn is None:
+        return None
+    at_s = snap(turns[d.call_turn].start_s + d.result_after_s, chunk_s)
+    return None if early_offer_problem(turns, replace(d, result_at_s=at_s), chunk_s) else at_s
+
+
+def early_offer_problem(turns: Sequence[Turn], d: Delegation, chunk_s: float) -> str | None:
+    """Why ``d.result_at_s`` is not an early offer (``early_offer_s``); None where it is."""
+    if d.announce_turn is None or d.result_at_s is None:
+        return "cancelled work is never offered"
+    at_s, heard_s = d.result_at_s, ms(d.result_at_s - chunk_s)
+    ready_s = ms(turns[d.call_turn].start_s + d.result_after_s)
+    announce_s = turns[d.announce_turn].start_s
+    if abs(at_s - snap(ready_s, chunk_s)) > EPS_S:
+        return f"it is not the first chunk boundary at or after the result is ready ({ready_s})"
+    if at_s >= announce_s - EPS_S:
+        return f"it is not before the announcement ({announce_s})"
+    if not any(
+        t.speaker == "user" and t.start_s <= heard_s + EPS_S and t.end_s >= at_s - EPS_S
+        for t in turns
+    ):
+        return f"the user does not speak through the chunk [{heard_s}, {at_s})"
+    for i, t in enumerate(turns):
+        if (
+            t.speaker == "assistant"
+            and i != d.announce_turn
+            and t.start_s < announce_s - EPS_S
+            and t.end_s > heard_s + EPS_S
+        ):
+            return f"the assistant speaks (turn {i}) between it and the announcement"
+    return None
+
+
 def _named_uniquely(plan: Plan, target: Delegation, at_s: float, what: str) -> None:
     """Pending work is named by its capability (the harness takes the session's newest
-    item of it not yet said): at ``at_s`` that must be ``target``."""
+    item of it not yet said, so a result offered early is pending until its announcement):
+    at ``at_s`` that must be ``target``."""
 
     def cancelled_s(d: Delegation) -> float | None:
         if d.cancel_turn is not None:
@@ -226,7 +274,7 @@ def _named_uniquely(plan: Plan, target: Delegation, at_s: float, what: str) -> N
         for d in plan.delegations
         if d.capability == target.capability
         and plan.turns[d.call_turn].start_s < at_s
-        and (d.result_at_s is None or d.result_at_s >= at_s)
+        and (d.announce_turn is None or plan.turns[d.announce_turn].start_s >= at_s)
         and ((c := cancelled_s(d)) is None or c >= at_s)
     ]
     if not pending or pending[-1] is not target:

@@ -167,10 +167,11 @@ class Delegation:
     """One work item the assistant creates. ``span`` is what the model writes at the start
     of ``call_turn``'s first chunk. ``result_after_s``: when the result is ready, after the
     call (the capability's latency); ``result_at_s``: the boundary it is injected at (the
-    start of ``announce_turn``), None when it was cancelled before. ``result_text``: the
-    capability's answer, its error message when failed, "" when cancelled (never injected).
-    Cancelled by a ``{"cancel"}`` span in ``cancel_turn``, or by a later delegation that
-    ``supersedes`` it."""
+    start of ``announce_turn``, or earlier when it is offered while the user speaks and
+    held until the announcement: ``plan_check.early_offer_s``), None when it was cancelled
+    before. ``result_text``: the capability's answer, its error message when failed, ""
+    when cancelled (never injected). Cancelled by a ``{"cancel"}`` span in
+    ``cancel_turn``, or by a later delegation that ``supersedes`` it."""
 
     item_id: str
     capability: str

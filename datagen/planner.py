@@ -17,7 +17,9 @@ every prefix of the set is close to the ratios). Then, by category:
 - ``delegation``: requests that need a capability: the assistant says it is on it and
   writes the call, the result arrives later and is announced; events over the holding
   line act on the pending work (stop, revise, cancel, change topic, retain or replace),
-  failures are announced or retried, and the user may talk to someone else meanwhile.
+  failures are announced or retried, and the user may talk to someone else meanwhile
+  (with ``delegation.early_offer_p``, a result ready while the user talks is offered
+  then and held until its announcement).
 
 Times come from word counts and speaking rates (``estimate_s``) through the plan's anchors.
 
@@ -136,8 +138,15 @@ class _Draft(DelegationDraft):
                     self._event_over(over, None)
 
     def delegation(self, target_s: float) -> None:
-        kind = draw(self.rng, self.config.mix.events.ratios())
-        if kind == "interruption":
+        talk_on = self.config.delegation.talk_on_p
+        if talk_on > 0 and self.rng.random() < talk_on:  # nothing drawn at 0
+            self._request(self._domain(slow=True), "talk_on")
+            kind = None
+        else:
+            kind = draw(self.rng, self.config.mix.events.ratios())
+        if kind is None:
+            pass
+        elif kind == "interruption":
             self._request(self._domain(slow=True), "interrupted")
         elif kind == "other_directed" and self.rng.random() < self.config.events.await_input_p:
             self._request(self._domain(slow=True), "aside")
@@ -201,9 +210,12 @@ class _Draft(DelegationDraft):
             )
             for w in self.work
         )  # fmt: skip
+        acoustics = self._acoustics(duration_s)
+        # drawn last, so a plan with a result offered early sounds as it would without
+        offered = tuple(self._offered(d, turns) for d in delegations)
         return Plan(
             sample_id, seed, index, attempt, self.group, category, duration_s, self.chunk_s,
-            tuple(turns), tuple(self.events), delegations, self.scene, self._acoustics(duration_s),
+            tuple(turns), tuple(self.events), offered, self.scene, acoustics,
         )  # fmt: skip
 
     def _acoustics(self, duration_s: float) -> Acoustics:

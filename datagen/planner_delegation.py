@@ -2,18 +2,20 @@
 
 ``DelegationDraft`` extends the event layer with requests (a user asks, the assistant
 holds and writes the call), events over the pending work, latencies (still pending when
-the user acts on it), failures (announced, retried, or both) and supersessions (a
-revision, replacement or retry is new work that settles in turn). ``result_text`` is what
-the harness injects for finished work.
+the user acts on it), failures (announced, retried, or both), supersessions (a
+revision, replacement or retry is new work that settles in turn) and results offered
+early (ready while the user speaks: the assistant holds them until the announcement).
+``result_text`` is what the harness injects for finished work.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 from venus.datagen import domains as dom
 from venus.datagen.domains import pick
-from venus.datagen.plan import EventKind, ms
+from venus.datagen.plan import Delegation, EventKind, Turn, early_offer_s, ms
 from venus.datagen.planner_draft import Work
 from venus.datagen.planner_events import EventDraft
 
@@ -40,8 +42,8 @@ class DelegationDraft(EventDraft):
 
     def _request(self, capability: str, scenario: str) -> None:
         """A request, the holding line that writes the call, what happens while the work
-        is pending (``scenario``: an event kind, "interrupted", "aside" or "plain"), and
-        the result's announcement."""
+        is pending (``scenario``: an event kind, "interrupted", "aside", "talk_on": a
+        10-15 s aside, or "plain"), and the result's announcement."""
         rng, request = self.rng, dom.DOMAINS[capability].make(self.rng)
         ask = self.add("user", "request", request.ask, self.next_turn())
         held = scenario not in ("plain", "aside")  # something will be said over it
@@ -52,8 +54,8 @@ class DelegationDraft(EventDraft):
         if scenario == "interrupted":
             if not self._event_over(call, work, "interruption"):
                 self._continue_event(call, "backchannel")
-        elif scenario == "aside":
-            self._aside_while_waiting(call)
+        elif scenario in ("aside", "talk_on"):
+            self._aside_while_waiting(call, dom.LONG_ASIDES if scenario == "talk_on" else None)
         elif scenario != "plain" and self.events_left > 0:
             self._continue_event(call, cast(EventKind, scenario))
         self._settle(work)
@@ -94,6 +96,18 @@ class DelegationDraft(EventDraft):
         work.announce_turn = self.add("assistant", "announcement", text, anchor, work.asked)
         if idempotent and self.events_left > 0 and self.rng.random() < 0.5:
             self._interruption(work.announce_turn, "revise", work)  # "can you try again?"
+
+    def _offered(self, d: Delegation, turns: list[Turn]) -> Delegation:
+        """``d`` (its result at its announcement) offered early instead, by
+        ``delegation.early_offer_p``, where ``early_offer_s`` allows it on the finished
+        ``turns``. Nothing is drawn at 0, nor where it cannot be offered early."""
+        p = self.config.delegation.early_offer_p
+        if p <= 0:
+            return d
+        at_s = early_offer_s(turns, d, self.chunk_s)
+        if at_s is None or self.rng.random() >= p:
+            return d
+        return replace(d, result_at_s=at_s)
 
     def _supersede(self, old: Work, request: dom.Request, call_turn: int, form: str) -> None:
         """New work written in ``call_turn``: a revision or replacement (``call``, which

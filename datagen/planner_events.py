@@ -10,6 +10,7 @@ one call back up the layers, ``_supersede``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -97,10 +98,11 @@ class EventDraft(Draft):
         self.events_left -= 1
         return True
 
-    def _aside_while_waiting(self, after: int) -> None:
-        """The user talks to someone else while the assistant is silent: await_input."""
+    def _aside_while_waiting(self, after: int, lines: Sequence[str] | None = None) -> None:
+        """The user talks to someone else while the assistant is silent: await_input (one
+        of ``lines``; default ``dom.ASIDES``)."""
         anchor = Anchor(after, 1.0, ms(self.rng.uniform(0.3, 1.0)), self.open(), 0.3, False)
-        turn = self.add("user", "aside", self.fresh(dom.ASIDES), anchor)
+        turn = self.add("user", "aside", self.fresh(lines or dom.ASIDES), anchor)
         self.events.append(
             OverlapEvent("other_directed", turn, None, None, "await_input", "retain", None, None)
         )

@@ -4,9 +4,11 @@ Built from ``index.jsonl``'s records and each sample's ``trajectory.json``, so i
 describes what was written, not what was planned: counts per group, category, overlap
 event kind, interruption intent, action, delegation decision, capability and status;
 durations (total, min / p50 / p95 / max); the overlap ratio (event time over the set's
-time); the chunk decision mix; onset alignment; and each mix the config sets, achieved
-against configured. Nothing in it depends on the machine or the clock, so a set's report
-is byte-identical like the rest of it.
+time); the chunk decision mix; onset alignment; each mix the config sets, achieved
+against configured; and, where the config offers results early
+(``delegation.early_offer_p`` > 0), how many were (injected in a chunk that listens: the
+user speaks, the assistant holds the result). Nothing in it depends on the machine or the
+clock, so a set's report is byte-identical like the rest of it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def build(
     decisions: Counter[str] = Counter()
     capabilities: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
+    early = 0  # results injected where the assistant listens: offered early, held
     speakers: Counter[str] = Counter()
     chunk_decisions: Counter[str] = Counter()
     event_s: defaultdict[str, float] = defaultdict(float)
@@ -68,14 +71,20 @@ def build(
             decisions[e["delegation_decision"]] += 1
             start, end = e["window_s"]
             event_s[e["kind"]] += max(0.0, float(end) - float(start))
+        decided = {c["index"]: c["decision"] for c in t["chunks"]}
         for d in t["delegations"]:
             capabilities[d["capability"]] += 1
             statuses[d["status"]] += 1
+            if d["result_chunk"] is not None and decided[d["result_chunk"]] == "listen":
+                early += 1
         chunk_decisions.update(c["decision"] for c in t["chunks"])
         onset_errors.append(float(t["alignment"]["max_onset_error_ms"]))
     total_s = math.fsum(durations)
     n_events = sum(kinds.values())
     mix = config.mix
+    offered = (
+        {"results_offered_early": early} if config.delegation.early_offer_p > 0 else {}
+    )  # absent otherwise: a set without early offers reports as before the key existed
     return {
         "format": REPORT_FORMAT,
         "seed": seed,
@@ -94,6 +103,7 @@ def build(
         "delegations": sum(capabilities.values()),
         "capabilities": _counts((), capabilities),
         "delegation_status": _counts(("completed", "failed", "cancelled"), statuses),
+        **offered,
         "overlap": {
             "event_s": _r(math.fsum(event_s.values())),
             "ratio": _ratio(math.fsum(event_s.values()), total_s),
@@ -211,6 +221,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     ):
         lines += ["", f"## {title}", "", f"| {key.replace('_', ' ')} | count |", "|---|---:|"]
         lines += [f"| {name} | {count} |" for name, count in report[key].items()]
+        if key == "delegation_status" and "results_offered_early" in report:
+            results = report[key]["completed"] + report[key]["failed"]
+            lines += ["", f"{report['results_offered_early']} of {results} results offered "
+                      "early: while the user spoke, held until their announcement."]  # fmt: skip
     lines += ["", "## Chunks", "", f"{ch['total']} chunks.", "",
               "| decision | count | share |", "|---|---:|---:|"]  # fmt: skip
     for name, count in ch["decisions"].items():

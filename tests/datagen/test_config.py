@@ -87,6 +87,11 @@ def _problems(data: dict[str, Any]) -> dict[str, str]:
         ({"acoustics": {"snr_db": [5.0]}}, "acoustics.snr_db", "pair"),
         ({"acoustics": {"noise": ["hiss"]}}, "acoustics.noise", "choose one of"),
         ({"delegation": {"capabilities": ["teleport"]}}, "delegation.capabilities", "teleport"),
+        (
+            {"delegation": {"early_offer_p": 1.5}},
+            "delegation.early_offer_p",
+            "less than or equal to 1",
+        ),
         ({"video": {"objects": [0, 3]}}, "video.objects", "1 <= a"),
         ({"chunk_s": 0.5}, "chunk_s", "only 1.0 s chunks"),
         ({"output": {"full_duplex_bench": "yes"}}, "output.full_duplex_bench", "boolean"),

@@ -92,3 +92,19 @@ def test_quantile_interpolates() -> None:
     assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.95) == pytest.approx(4.8)
     assert quantile([7.0], 0.95) == 7.0
     assert quantile([], 0.5) == 0.0
+
+
+def test_results_offered_early_are_counted_where_the_config_offers_them() -> None:
+    held = delegation()  # the result injected at chunk 4, which listens: offered early
+    held["delegations"][0]["result_chunk"] = 4
+    samples = (duplex(), held)
+    records = [record(t) for t in samples]
+    early = parse_config({"samples": 2, "delegation": {"early_offer_p": 0.5}})
+    report = build(early, 5, records, Loaded(*samples))
+    assert report["results_offered_early"] == 1
+    assert "1 of 1 results offered early" in to_markdown(report)
+    as_before = build(early, 5, [record(delegation())], Loaded(delegation()))
+    assert as_before["results_offered_early"] == 0  # announced where it came: speaks
+    default = build(parse_config({"samples": 2}), 5, records, Loaded(*samples))
+    assert "results_offered_early" not in default  # the report as before the key existed
+    assert "offered early" not in to_markdown(default)
