@@ -4,8 +4,9 @@ after the harness's idle wait (``[harness] idle_wait_s``) while the user still s
 ``splice`` copies a ``venus datagen`` set's delegation samples that have a completed
 result, with ``talk_s`` seconds of the user's own speech (their turns cut from
 ``input.wav``, the room and noise with them, one after another and looped) put in where
-the reference's first result comes (chunk r): the audio from r on is heard ``talk_s``
-later. In the video group the camera holds chunk r's frame through the talk (one frame
+the reference starts to say its first result (chunk r: where it comes, or, offered
+early while the user spoke, the announcement after): the audio from r on is heard
+``talk_s`` later. In the video group the camera holds chunk r's frame through the talk (one frame
 a chunk, re-encoded as datagen writes it). The trajectory is the sample's, its
 ``duration_s`` longer and a ``talk_on`` record added ({"from_chunk": r, "seconds":
 talk_s}); the other files are linked, not copied.
@@ -75,6 +76,16 @@ def _splice_video(src: Path, dst: Path, chunk: int, frames: int) -> None:
     writer.release()
 
 
+def _announced(traj: dict[str, Any], offered: int) -> int:
+    """The chunk the reference starts to say the result offered at chunk ``offered``: that
+    chunk itself, or, for a result offered early while the user spoke (datagen's
+    ``delegation.early_offer_p``), the first after it that does not listen."""
+    chunks = traj.get("chunks") or []
+    return next(
+        (k for k in range(offered, len(chunks)) if chunks[k]["decision"] != "listen"), offered
+    )
+
+
 def splice(data: Path, out: Path, talk_s: int = 12) -> int:
     """``data``'s delegation samples with a completed result, the user talking on from
     its first result's chunk for ``talk_s`` seconds, into ``out`` (module doc); returns
@@ -93,7 +104,7 @@ def splice(data: Path, out: Path, talk_s: int = 12) -> int:
         answered = [d["result_chunk"] for d in traj["delegations"] if d["result_chunk"] is not None]
         if not answered:
             continue
-        r = min(answered)
+        r = _announced(traj, min(answered))
         src, dst = (data / rec["path"]).parent, (out / rec["path"]).parent
         try:
             pcm = read_wav(src / traj["files"]["input"])

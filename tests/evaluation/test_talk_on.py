@@ -121,3 +121,38 @@ def test_the_script_runs_each_wait_on_the_shipped_engines(
     for wait in ("wait-0", "wait-600"):
         report = json.loads((tmp_path / "w" / wait / "delegation.json").read_text())
         assert f"idle wait {wait[5:]} s" in report["system"]
+
+
+def test_a_result_offered_early_is_talked_on_where_it_is_said(tmp_path: Path) -> None:
+    """A set whose results come while the user talks (datagen's ``talk_on_p`` and
+    ``early_offer_p``): the talk goes in where the reference starts to say the result,
+    the announcement, not at the chunk it was offered in."""
+    from venus.datagen.config import parse_config
+    from venus.datagen.runner import run
+
+    config = parse_config(
+        {
+            "samples": 2,
+            "duration": {"min_s": 12.0, "max_s": 20.0},
+            "mix": {"group": {"video": 0.0, "audio": 1.0},
+                    "category": {"offline_understanding": 0.0, "proactive_duplex": 0.0,
+                                 "delegation": 1.0}},
+            "delegation": {"talk_on_p": 1.0, "early_offer_p": 1.0},
+            "output": {"full_duplex_bench": False, "timeline_plots": 0},
+        }
+    )  # fmt: skip
+    run(config, tmp_path / "set", seed=1)
+    splice(tmp_path / "set", tmp_path / "spliced", talk_s=3)
+    early = 0
+    for src in sorted((tmp_path / "set").glob("samples/*")):
+        traj = json.loads((src / "trajectory.json").read_text())
+        offered = min(answered(src))
+        said = next(
+            k for k, c in enumerate(traj["chunks"]) if k >= offered and c["decision"] != "listen"
+        )
+        spliced = json.loads(
+            (tmp_path / "spliced" / "samples" / src.name / "trajectory.json").read_text()
+        )
+        assert spliced["talk_on"]["from_chunk"] == said
+        early += said > offered
+    assert early, "a result of the set should have been offered early (seed 1)"
