@@ -9,10 +9,15 @@ from urllib.parse import urlsplit, urlunsplit
 import tomli_w
 from pydantic import TypeAdapter
 
-from venus.daemon.config.schema import VenusConfig
+from venus.daemon.config.schema import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, VenusConfig
 
 _ADAPTER: TypeAdapter[VenusConfig] = TypeAdapter(VenusConfig)
 MASK = "********"
+# what a key left unset resolves to, where that is not simply "none"
+UNSET = {
+    ("model", "temperature"): f"the engines' recommendation, else {DEFAULT_TEMPERATURE:g}",
+    ("model", "top_p"): f"the engines' recommendation, else {DEFAULT_TOP_P:g}",
+}
 
 
 def mask_url_password(url: str) -> str:
@@ -41,7 +46,8 @@ def render_config(cfg: VenusConfig, fmt: Literal["toml", "json"] = "toml") -> st
         lines.append(f"[{section}]")
         for key, value in values.items():
             if value is None:
-                lines.append(f"# {key}: not set")
+                means = UNSET.get((section, key))
+                lines.append(f"# {key}: not set" + (f" ({means})" if means else ""))
             else:
                 lines.append(tomli_w.dumps({key: value}).rstrip("\n"))
         lines.append("")

@@ -145,6 +145,14 @@ def test_render_masks_the_broker_password() -> None:
     assert "hunter2" not in render_config(cfg, "json")
 
 
+def test_render_says_what_an_unset_sampling_key_resolves_to() -> None:
+    out = render_config(VenusConfig())
+    assert "# temperature: not set (the engines' recommendation, else 0.7)" in out
+    assert "# top_p: not set (the engines' recommendation, else 0.9)" in out
+    assert "# tls_ca: not set\n" in out  # a key that is simply off
+    assert "temperature = 0.3" in render_config(parse_config({"model": {"temperature": 0.3}}))
+
+
 def test_rendered_toml_reads_back_to_the_same_config(tmp_path: Path) -> None:
     cfg = parse_config({"schedule": {"chunk_s": 0.5}, "harness": {"tls_ca": "/ca.pem"}})
     path = tmp_path / "resolved.toml"
