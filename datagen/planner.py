@@ -141,22 +141,23 @@ class _Draft(DelegationDraft):
         talk_on = self.config.delegation.talk_on_p
         if talk_on > 0 and self.rng.random() < talk_on:  # nothing drawn at 0
             self._request(self._domain(slow=True), "talk_on")
-            kind = None
         else:
-            kind = draw(self.rng, self.config.mix.events.ratios())
-        if kind is None:
-            pass
-        elif kind == "interruption":
-            self._request(self._domain(slow=True), "interrupted")
-        elif kind == "other_directed" and self.rng.random() < self.config.events.await_input_p:
-            self._request(self._domain(slow=True), "aside")
-        else:
-            self._request(self._domain(), kind)
+            self._first_request()
         while self.end_s() < target_s * 0.7 and len(self.turns) < 16:
             if self.rng.random() < 0.5:
                 self.exchange(*self.fresh(dom.PLAIN))
             else:
                 self._request(self._domain(), "plain")
+
+    def _first_request(self) -> None:
+        """A delegation sample's first request, with the event its mix draws over it."""
+        kind = draw(self.rng, self.config.mix.events.ratios())
+        if kind == "interruption":
+            self._request(self._domain(slow=True), "interrupted")
+        elif kind == "other_directed" and self.rng.random() < self.config.events.await_input_p:
+            self._request(self._domain(slow=True), "aside")
+        else:
+            self._request(self._domain(), kind)
 
     def _watch(self) -> None:
         """ "Tell me when a red circle shows up", and the unprompted answer when it does."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from support.frontend import config, write_wav
@@ -13,7 +14,7 @@ from support.scripted import CALL, Scripted
 
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
-from venus.daemon.frontend.offline import run_offline
+from venus.daemon.frontend.offline import OfflineRun, run_offline
 from venus.daemon.harness.core import Capture
 from venus.daemon.harness.service import Harness
 from venus.daemon.harness.states import State
@@ -35,25 +36,7 @@ def weather(ctx: Context) -> str:
 def test_results_are_offered_answered_and_delivered(
     scripted_export: Scripted, tmp_path: Path
 ) -> None:
-    transport = InProcessTransport([Capability(WEATHER, weather)])
-    harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
-    harness.start()
-    try:
-        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION))
-        assert harness.wait(first, 10) is not None
-        engines = Engines.open(scripted_export.engines, EngineOptions())
-        wav = write_wav(tmp_path / "silence.wav", 10, seed=1)
-        run_offline(
-            config(scripted_export.engines),
-            engines,
-            _silent(wav),
-            tmp_path / "out",
-            harness=harness,
-            session_id=SESSION,
-        )
-        time.sleep(0.5)  # the harness thread writes what the last chunks reported
-    finally:
-        harness.stop()
+    first, _ = _after_a_result(scripted_export, tmp_path, weather, seconds=10)
 
     from venus.daemon.harness.evidence import EvidenceStore
     from venus.daemon.harness.journal import Journal
@@ -82,6 +65,39 @@ def test_results_are_offered_answered_and_delivered(
         answered = (State.COMPLETED, State.DELIVERING, State.DELIVERED)
         assert made.state in answered and journal.result(made.id) is not None, made
         assert journal.check() == []
+
+
+def _after_a_result(
+    scripted: Scripted,
+    tmp_path: Path,
+    answer: Callable[[Context], str],
+    seconds: int,
+    paced: bool = False,
+) -> tuple[str, OfflineRun]:
+    """A weather item answered by ``answer`` before the run, then ``seconds`` of silence
+    run offline with the harness (journal ``tmp_path/journal.sqlite3``): the scripted
+    model answers the offered result with a reply that calls weather again, and so on.
+    Returns the first item's id and the run."""
+    transport = InProcessTransport([Capability(WEATHER, answer)])
+    harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
+    harness.start()
+    try:
+        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION))
+        assert harness.wait(first, 10) is not None
+        engines = Engines.open(scripted.engines, EngineOptions())
+        done = run_offline(
+            config(scripted.engines),
+            engines,
+            _silent(write_wav(tmp_path / "silence.wav", seconds, seed=1)),
+            tmp_path / "out",
+            harness=harness,
+            session_id=SESSION,
+            paced=paced,
+        )
+        time.sleep(0.5)  # the harness thread writes what the last chunks reported
+    finally:
+        harness.stop()
+    return first, done
 
 
 def _silent(wav: Path) -> Path:
@@ -180,26 +196,7 @@ def test_a_paced_run_gets_its_results_on_the_inputs_clock(
         time.sleep(latency_s)
         return weather(ctx)
 
-    transport = InProcessTransport([Capability(WEATHER, slow_weather)])
-    harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
-    harness.start()
-    try:
-        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION))
-        assert harness.wait(first, 10) is not None
-        engines = Engines.open(scripted_export.engines, EngineOptions())
-        wav = _silent(write_wav(tmp_path / "silence.wav", 14, seed=1))
-        done = run_offline(
-            config(scripted_export.engines),
-            engines,
-            wav,
-            tmp_path / "out",
-            harness=harness,
-            session_id=SESSION,
-            paced=True,
-        )
-        time.sleep(0.5)  # the harness thread writes what the last chunks reported
-    finally:
-        harness.stop()
+    first, done = _after_a_result(scripted_export, tmp_path, slow_weather, 14, paced=True)
     assert done.wall_s >= 14.0 - 1.0  # the last chunk waited for its end (the first began)
 
     from venus.daemon.harness.journal import Journal
