@@ -184,6 +184,15 @@ class EventsConfig:
     await_input_p: StrictFloat = Field(
         default=0.3, ge=0.0, le=1.0, description="other-directed speech while the assistant waits"
     )
+    reply_outlasts_s: StrictFloat = Field(
+        default=0.0,
+        ge=0.0,
+        le=5.0,
+        description="a backchannel, aside or background line the assistant talks through ends "
+        "at least this long before its reply does (drawn earlier into the reply, or left "
+        "out), so carrying on can be heard after it: 2.0 clears Full-Duplex-Bench v1.5's "
+        "1.5 s grace; 0 draws nothing, so sets are planned as before the key existed",
+    )
 
 
 @dataclass(config=_SECTION)

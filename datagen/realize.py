@@ -41,7 +41,7 @@ from venus.datagen.mixdown import (
     place,
     sample_rng,
 )
-from venus.datagen.plan import Plan, PlanError, Scene, Turn, Voice, segments
+from venus.datagen.plan import EPS_S, Plan, PlanError, Scene, Turn, Voice, segments
 from venus.datagen.planner import plan_sample
 from venus.datagen.planner_draft import draw_formant
 
@@ -80,6 +80,11 @@ def realize(
             plan = drawn.retime([u.duration_s for u in utterances])
             realization = place(plan, utterances, _babble_talkers(config, plan, cache))
             check_targets(plan, chunk_targets(realization))
+            short = outlast_problem(realization, config.events.reply_outlasts_s)
+            if short is not None and attempt < MAX_ATTEMPTS - 1:
+                raise PlanError(short)
+            if short is not None:
+                log.warning("sample %d (seed %d), its last attempt: %s", index, seed, short)
             return realization
         except (PlanError, RealizationError, WordlessChunkError) as e:
             log.debug("sample %d attempt %d does not hold after synthesis: %s", index, attempt, e)
@@ -88,6 +93,29 @@ def realize(
         f"sample {index} (seed {seed}): no plan held once synthesized, in {MAX_ATTEMPTS} "
         f"attempts (last: {problem}); try another seed or longer durations"
     )
+
+
+def outlast_problem(realization: Realization, outlast_s: float) -> str | None:
+    """The first overlap the assistant talks through that ends, as heard, less than
+    ``outlast_s`` before its reply does (its cut, or its speech's measured end); None if
+    none does, or ``outlast_s`` is 0 (``events.reply_outlasts_s``)."""
+    plan = realization.plan
+    for k, event in enumerate(plan.events):
+        if outlast_s <= 0 or event.action != "continue_speaking" or event.over_turn is None:
+            continue
+        reply = plan.turns[event.over_turn]
+        end_s = (
+            reply.cut_at_s
+            if reply.cut_at_s is not None
+            else realization.turns[event.over_turn].end_s
+        )
+        tail_s = end_s - realization.windows_s[k][1]
+        if tail_s < outlast_s - EPS_S:
+            return (
+                f"event {k} ({event.kind}) ends {tail_s:.2f} s before its reply does, "
+                f"under events.reply_outlasts_s = {outlast_s}"
+            )
+    return None
 
 
 # --- synthesis ------------------------------------------------------------------------------
