@@ -7,12 +7,13 @@ Registration imports nothing heavy; the pipeline is imported when the command ru
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -45,7 +46,9 @@ EPILOG = """\
 examples:
   venus datagen --preset smoke --seed 1            # a few samples, seconds
   venus datagen --preset eval --seed 1 --jobs 4 --out eval-set
-  venus datagen --config my.toml --seed 7 --samples 20 --out try"""
+  venus datagen --config my.toml --seed 7 --samples 20 --out try
+  venus datagen --config train/recipes/train-set.toml --set events.reply_outlasts_s=2.0 \\
+      --seed 7 --out try                           # one key changed, the rest as the file"""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -91,6 +94,16 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="K",
         help="override the config's number of samples",
     )
+    cmd.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one key of the config or preset: a dotted key and a TOML value "
+        "(events.reply_outlasts_s=2.0, speech.formant=[0.9,1.1]; a bare word is a "
+        "string); repeatable; the set's config.toml records the result",
+    )
     cmd.set_defaults(run=_datagen)
 
 
@@ -107,6 +120,8 @@ def _datagen(args: argparse.Namespace) -> int:
     else:
         config = load_config(args.datagen_config)
         name = args.datagen_config.stem
+    if args.settings:
+        config = with_settings(config, args.settings)
     if args.samples is not None:
         config = with_samples(config, args.samples)
     jobs = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
@@ -123,12 +138,60 @@ def _datagen(args: argparse.Namespace) -> int:
 
 def with_samples(config: GenerationConfig, samples: int) -> GenerationConfig:
     """``config`` with ``samples`` samples (validated like the file's key)."""
+    from venus.datagen.config import parse_config
+
+    return parse_config({**_dump(config), "samples": samples}, source="--samples")
+
+
+def with_settings(config: GenerationConfig, settings: Sequence[str]) -> GenerationConfig:
+    """``config`` with each ``KEY=VALUE`` of ``settings`` set (``--set``), validated like
+    the file's keys: a GenerationConfigError names a malformed item, a key that is not
+    there (with the nearest that is) and a value out of range."""
+    from venus.datagen.config import GenerationConfigError, parse_config
+
+    data = _dump(config)
+    for item in settings:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise GenerationConfigError(
+                "--set", [(item, "expected KEY=VALUE, e.g. events.reply_outlasts_s=2.0")]
+            )
+        *sections, name = key.split(".")
+        node = data
+        for depth, section in enumerate(sections):
+            child = node.get(section)
+            if not isinstance(child, dict):
+                where = ".".join(sections[: depth + 1])
+                sections_here = [k for k, v in node.items() if isinstance(v, dict)]
+                close = difflib.get_close_matches(section, sections_here, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise GenerationConfigError("--set", [(where, f"not a section{hint}")])
+            node = child
+        node[name] = _toml_value(text)
+    return parse_config(data, source="--set " + " ".join(settings))
+
+
+def _toml_value(text: str) -> Any:
+    """``text`` read as a TOML value; a bare word (``flite:kal16``) as a string."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 (JetPack 6)
+        import tomli as tomllib
+
+    try:
+        return tomllib.loads(f"value = {text.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text.strip()
+
+
+def _dump(config: GenerationConfig) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
-    from venus.datagen.config import GenerationConfig, parse_config
+    from venus.datagen.config import GenerationConfig
 
-    data = TypeAdapter(GenerationConfig).dump_python(config, mode="json")
-    return parse_config({**data, "samples": samples}, source="--samples")
+    data: dict[str, Any] = TypeAdapter(GenerationConfig).dump_python(config, mode="json")
+    return data
 
 
 class ProgressLine:

@@ -174,3 +174,40 @@ def test_the_mix_of_a_larger_set(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "set" / "report.json").read_text())
     assert report["mix"]["category"]["delegation"]["configured"] == 0.07
     assert report["samples"] == 100
+
+
+def test_set_changes_one_key_and_the_set_records_it(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    out = venus("datagen", "--preset", "smoke", "--seed", "1", "--samples", "2", "--out", first,
+                "--set", "events.reply_outlasts_s=2.0",
+                "--set", "speech.assistant_voice=flite:kal16")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    written = (first / "config.toml").read_text()
+    assert "reply_outlasts_s = 2.0" in written and 'assistant_voice = "flite:kal16"' in written
+    assert "samples = 2" in written
+    again = venus("datagen", "--config", first / "config.toml", "--seed", "1", "--out",
+                  tmp_path / "again")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert tree(tmp_path / "again") == tree(first)  # the recorded config is the whole story
+    plain = venus("datagen", "--preset", "smoke", "--seed", "1", "--samples", "2", "--out", first)
+    assert plain.returncode == 1  # without the --set it is another config
+    assert "reply_outlasts_s = 2.0 there, 0.0 now" in plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("item", "said"),
+    [
+        ("events.reply_outlast=2", "events.reply_outlast: unknown key; did you mean "
+                                   "reply_outlasts_s?"),
+        ("event.reply_outlasts_s=2", "event: not a section; did you mean events?"),
+        ("events.reply_outlasts_s", "expected KEY=VALUE, e.g. events.reply_outlasts_s=2.0"),
+        ("events.reply_outlasts_s=9", "events.reply_outlasts_s: input should be less than or "
+                                      "equal to 5"),
+        ("speech.formant=[0.9", "speech.formant: "),
+    ],
+)  # fmt: skip
+def test_set_names_what_is_wrong(item: str, said: str, tmp_path: Path) -> None:
+    out = venus("datagen", "--preset", "smoke", "--set", item, "--out", tmp_path / "set")
+    assert out.returncode == 1
+    assert said in out.stderr, out.stderr
+    assert not (tmp_path / "set").exists()
