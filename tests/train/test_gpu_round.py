@@ -71,11 +71,15 @@ def test_a_round_trains_both_stages_and_packs_them_in_parts(
     })  # fmt: skip
     train_voice(voice_cfg, small_set, tmp_path / "voice", lambda _l: None)
 
-    done = _round(tmp_path, "start")
+    done = _round(tmp_path, "start", TRAIN_SET_WITH="events.reply_outlasts_s=2.0")
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "out"
     log = done.stdout
-    assert "datagen: 6 samples" in log and "the model" in log and "] ended" in log, log
+    assert "datagen: 6 samples (with events.reply_outlasts_s=2.0)" in log, log
+    assert "the model" in log and "] ended" in log, log
+    for made in ("train-set", "val-set"):  # both sets with the key (venus datagen --set)
+        config = tomllib.loads((tmp_path / "w" / made / "config.toml").read_text())
+        assert config["events"]["reply_outlasts_s"] == 2.0, made
     parts = sorted(out.glob("res.tgz.*"))
     assert parts and all(p.stat().st_size <= 15 * 2**20 for p in parts)
     whole = tmp_path / "res.tgz"
