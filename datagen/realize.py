@@ -10,7 +10,9 @@ the tracks placed at sample precision.
 2. **Retiming.** ``Plan.retime(durations)`` recomputes every start, cut and result time.
    A plan that no longer holds (an interruption now ends after the turn it cuts; or, in
    step 3, a turn whose speech is not where the plan says; or, on the chunk grid, a reply
-   chunk in which no word starts, ``venus.datagen.align``) is drawn again,
+   chunk in which no word starts, ``venus.datagen.align``; or, with
+   ``events.reply_outlasts_s``, a line talked through that the reply does not outlast as
+   heard, ``outlast_problem``: the last attempt is kept, with a warning) is drawn again,
    ``plan_sample(config, index, seed, attempt + 1)``, up to ``MAX_ATTEMPTS``.
 3. **Placement and measurement** (``venus.datagen.mixdown.place``): the input, clean
    input and assistant tracks, each turn's measured start and end (within
