@@ -179,10 +179,11 @@ def _toml_value(text: str) -> Any:
     else:  # Python 3.10 (JetPack 6)
         import tomli as tomllib
 
+    text = text.strip()
     try:
-        return tomllib.loads(f"value = {text.strip()}")["value"]
+        return tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
-        return text.strip()
+        return text
 
 
 def _dump(config: GenerationConfig) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class EventDraft(Draft):
         timed = self.timed()
         outlast = self.config.events.reply_outlasts_s
         if outlast > 0:  # nothing drawn at 0: sets are planned as before the key existed
-            timed = self._outlast(over, turn, low, outlast)
+            timed = self._outlast(timed, over, turn, low, outlast)
         if timed[turn].start_s >= timed[over].end_s - 0.5 or (
             outlast > 0 and not self._outlasted(timed[over], timed[turn], outlast)
         ):
@@ -117,13 +117,14 @@ class EventDraft(Draft):
         self.events_left -= 1
         return True
 
-    def _outlast(self, over: int, turn: int, low: float, outlast: float) -> list[Turn]:
-        """The timed turns, with event ``turn`` drawn earlier into ``over`` (from ``low``
+    def _outlast(
+        self, timed: list[Turn], over: int, turn: int, low: float, outlast: float
+    ) -> list[Turn]:
+        """The ``timed`` turns, with event ``turn`` drawn earlier into ``over`` (from ``low``
         of it on) where it would end less than ``outlast`` seconds before the reply does
         were the reply heard for ``REPLY_HEARD_LOW`` of its planned length; as they were if
         it would not, or cannot move without starting before ``low``. (The event's start
         is a share of the reply: a reply heard shorter brings it nearer the end.)"""
-        timed = self.timed()
         reply, event = timed[over], timed[turn]
         if self._outlasted(reply, event, outlast):
             return timed

@@ -101,9 +101,11 @@ def outlast_problem(realization: Realization, outlast_s: float) -> str | None:
     """The first overlap the assistant talks through that ends, as heard, less than
     ``outlast_s`` before its reply does (its cut, or its speech's measured end); None if
     none does, or ``outlast_s`` is 0 (``events.reply_outlasts_s``)."""
+    if outlast_s <= 0:
+        return None
     plan = realization.plan
     for k, event in enumerate(plan.events):
-        if outlast_s <= 0 or event.action != "continue_speaking" or event.over_turn is None:
+        if event.action != "continue_speaking" or event.over_turn is None:
             continue
         reply = plan.turns[event.over_turn]
         end_s = (

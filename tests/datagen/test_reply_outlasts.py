@@ -25,9 +25,9 @@ DUPLEX = {"mix": {"category": {"offline_understanding": 0.0, "proactive_duplex":
                                "delegation": 0.0}}}  # fmt: skip
 OUTLAST_S = 2.0
 OUTLAST = parse_config({**DUPLEX, "events": {"reply_outlasts_s": OUTLAST_S}})
-# the first 60 plans of DUPLEX (seed 3), pinned before reply_outlasts_s existed
 # a small set in which the data's assistant fails 3 of 8 cuts by default (stops by the grace end)
 SET_SEED = 1
+# the first 60 plans of DUPLEX (seed 3), pinned before reply_outlasts_s existed
 DEFAULT_PLANS_SHA256 = "ad2b384c2decbc73ba3882bbe4535c03728a1a692cdfd201745c878c82257730"
 
 
