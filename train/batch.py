@@ -48,6 +48,7 @@ class Batch:
     after: Tensor  # [B, L] bool: carrying on in the chunks just after a hold (layout.py)
     opening: Tensor  # [B, L] bool: a text target of a reply's first chunk (layout.py)
     choice: Tensor  # [B, L] bool: a target naming a call's capability (layout.py)
+    argument: Tensor  # [B, L] bool: a target of a call's argument value (layout.py)
     reading: Tensor  # [B, L] bool: spoken text of a reply that delivers a result (layout.py)
     copied: Tensor  # [B, L] bool: of those, a token the result has (layout.py)
     mask: Tensor  # [B, L] 1 where real
@@ -91,6 +92,8 @@ class Losses:
     first_right: int = 0
     choice_tokens: int = 0  # targets naming a call's capability: which tool it picked
     choice_right: int = 0
+    argument_tokens: int = 0  # targets of a call's argument values: what it heard asked
+    argument_right: int = 0
     reading_tokens: int = 0  # spoken text targets of replies that deliver a result
     reading_right: int = 0
     copied_tokens: int = 0  # of those, tokens the result has too
@@ -145,6 +148,7 @@ def collate(examples: Sequence[Example], speech_ids: tuple[int, int] | None = No
         after=field("after", 0).bool(),
         opening=field("opening", 0).bool(),
         choice=field("choice", 0).bool(),
+        argument=field("argument", 0).bool(),
         reading=field("reading", 0).bool(),
         copied=field("copied", 0).bool(),
         mask=torch.from_numpy(
@@ -200,20 +204,13 @@ def _embed(model: VenusModel, batch: Batch) -> tuple[Tensor, Tensor]:
     return emb, frames
 
 
-def _weighted_ce(
-    logits: Tensor,
-    target: Tensor,
-    marked: Tensor,
-    weight: float,
-    also: Tensor | None = None,
-    also_weight: float = 1.0,
-) -> Tensor:
-    """Cross-entropy averaged with the ``marked`` rows counting ``weight`` times, and the
-    ``also`` rows ``also_weight`` times more (0 with a gradient path when there are no
-    rows)."""
-    w = 1.0 + (weight - 1.0) * marked.float()
-    if also is not None:
-        w = w * (1.0 + (also_weight - 1.0) * also.float())
+def _weighted_ce(logits: Tensor, target: Tensor, *marks: tuple[Tensor, float]) -> Tensor:
+    """Cross-entropy averaged with the rows of each ``(marked, weight)`` counting
+    ``weight`` times more (a row marked twice, the product; 0 with a gradient path when
+    there are no rows)."""
+    w = torch.ones(len(target), device=logits.device)
+    for marked, weight in marks:
+        w = w * (1.0 + (weight - 1.0) * marked.float())
     return _mean_ce(logits, target, w)
 
 
@@ -256,6 +253,7 @@ def forward_losses(
     reply_weight: float = 1.0,
     *,
     call_weight: float = 1.0,
+    argument_weight: float = 1.0,
     event_weight: float = 1.0,
     after_weight: float = 1.0,
     addressee: AddresseeHead | None = None,
@@ -274,7 +272,8 @@ def forward_losses(
     ``addressee``, the addressee loss at the decisions (``addressee.py``), weighted
     ``addressee_weight``. The text
     targets of a reply's first chunk (``opening``) count ``reply_weight`` times, and the
-    one that names a call's capability (``choice``) ``call_weight`` times more. The
+    one that names a call's capability (``choice``) ``call_weight`` times more, those of a
+    call's argument values (``argument``) ``argument_weight`` times more. The
     speech decoder is fed its own units for ``speech_sampling`` of the data's (drawn with
     ``generator``; ``speech_batch.scheduled``); ``closed_loop`` also counts its units right
     when it is fed only its own (``speech_closed_right``, for validation)."""
@@ -298,9 +297,10 @@ def forward_losses(
     t_logits, t_target = bb.lm_head(hidden[text_mask]), labels[text_mask]
     t_open = batch.opening[text_mask]
     t_first = (batch.opening & ~F.pad(batch.opening[:, :-1], (1, 0)))[text_mask]
-    t_choice = batch.choice[text_mask]
+    t_choice, t_arg = batch.choice[text_mask], batch.argument[text_mask]
     t_read, t_copy = batch.reading[text_mask], batch.copied[text_mask]
-    text_loss = _weighted_ce(t_logits, t_target, t_open, reply_weight, t_choice, call_weight)
+    text_loss = _weighted_ce(t_logits, t_target, (t_open, reply_weight), (t_choice, call_weight),
+                             (t_arg, argument_weight))  # fmt: skip
     t_right = t_logits.argmax(dim=1) == t_target
     total = text_loss + decision_weight * decision_loss
     speech, closed = None, 0
@@ -354,6 +354,8 @@ def forward_losses(
         first_right=int((t_right & t_first).sum()),
         choice_tokens=int(t_choice.sum()),
         choice_right=int((t_right & t_choice).sum()),
+        argument_tokens=int(t_arg.sum()),
+        argument_right=int((t_right & t_arg).sum()),
         reading_tokens=int(t_read.sum()),
         reading_right=int((t_right & t_read).sum()),
         copied_tokens=int(t_copy.sum()),

@@ -21,6 +21,7 @@ key or a bad value is an error naming it.
     turn_weight = 1.0        # weight of decisions that start a reply or yield, in it
     reply_weight = 1.0       # weight of the text targets of a reply's first chunk
     call_weight = 1.0        # and of the one naming a call's capability, times that again
+    argument_weight = 1.0    # and of a call's argument values' tokens, times that again
     event_weight = 1.0       # least weight of a decision an overlap event is decided in
                              #   (an interruption's yield, a hold through an aside ...)
     after_weight = 1.0       # least weight of carrying on in the 2 chunks after a hold
@@ -78,6 +79,7 @@ class TrainConfig:
     turn_weight: float = 1.0
     reply_weight: float = 1.0
     call_weight: float = 1.0
+    argument_weight: float = 1.0
     event_weight: float = 1.0
     after_weight: float = 1.0
     addressee_weight: float = 0.0
@@ -107,7 +109,8 @@ SECTION_OF = {
     "preset": "model", "seed": "model", "validation": "data", "vocab_size": "tokenizer",
     **{k: "train" for k in ("steps", "batch_size", "learning_rate", "warmup_steps",
                             "weight_decay", "decision_weight", "turn_weight", "reply_weight",
-                            "call_weight", "event_weight", "after_weight", "addressee_weight",
+                            "call_weight", "argument_weight", "event_weight", "after_weight",
+                            "addressee_weight",
                             "max_text_tokens",
                             "crop", "speech_weight", "speech_grad", "speech_sampling", "ctc_weight",
                             "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
@@ -151,6 +154,7 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
         (cfg.turn_weight > 0, "train.turn_weight must be positive"),
         (cfg.reply_weight > 0, "train.reply_weight must be positive"),
         (cfg.call_weight > 0, "train.call_weight must be positive"),
+        (cfg.argument_weight > 0, "train.argument_weight must be positive"),
         (cfg.event_weight > 0, "train.event_weight must be positive"),
         (cfg.after_weight > 0, "train.after_weight must be positive"),
         (cfg.addressee_weight >= 0, "train.addressee_weight must be >= 0"),

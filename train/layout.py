@@ -28,7 +28,10 @@ targets of the chunk that starts a reply are marked ``opening``: they say which 
 the model took the question for; of those, the target that names a delegation span's
 capability (``timer`` in ``{"name": "timer", ..}``, or ``retry`` / ``cancel`` in
 ``{"retry": ..}``) is also marked ``choice``: the tokens before it are the same in every
-span, so it is where a call picks its tool. The spoken text targets of the reply that
+span, so it is where a call picks its tool. The tokens of a call's argument values
+(``15`` and ``eggs`` in ``"arguments": {"seconds": 15, "label": "eggs"}``) are marked
+``argument``: what the model must have heard, where the keys and the punctuation around
+them are the same in every call of a tool. The spoken text targets of the reply that
 delivers a result (the first to start at or after the chunk it was injected in: the
 harness hands a reply every result offered before it starts) are marked ``reading``:
 there the model reads the result out; those whose token the result's text has too are
@@ -43,6 +46,8 @@ space (the data pipeline splits a reply's words by chunk).
 
 from __future__ import annotations
 
+import json
+import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +86,7 @@ class Layout:
     after: list[bool] = field(default_factory=list)  # carrying on just after a hold (above)
     opening: list[bool] = field(default_factory=list)  # a text target of a reply's first chunk
     choice: list[bool] = field(default_factory=list)  # a target naming a call's capability
+    argument: list[bool] = field(default_factory=list)  # a target of a call's argument value
     reading: list[bool] = field(default_factory=list)  # spoken text of a reply owing a result
     copied: list[bool] = field(default_factory=list)  # of those, a token the result has
     speech: list[int] = field(default_factory=list)  # spoken text position: its chunk, else -1
@@ -100,6 +106,7 @@ class Layout:
         self.after.append(False)
         self.opening.append(False)
         self.choice.append(False)
+        self.argument.append(False)
         self.reading.append(False)
         self.copied.append(False)
         self.speech.append(-1)
@@ -157,8 +164,9 @@ def build_layout(
         ends_turn = decision == "turn_eos"
         close = s["<|turn_eos|>"] if ends_turn and len(spoken) < max_text_tokens else None
         prev = out.add(s["<|speak|>"])
-        for token, is_spoken, is_choice in body:
+        for token, is_spoken, is_choice, is_argument in body:
             out.labels[prev], out.opening[prev], out.choice[prev] = token, opens, is_choice
+            out.argument[prev] = is_argument
             out.reading[prev] = reads and is_spoken
             out.copied[prev] = out.reading[prev] and token in read_ids
             prev = out.add(token)
@@ -184,24 +192,24 @@ def _body(
     in_reply: bool,
     max_text_tokens: int,
     stats: LayoutStats,
-) -> tuple[list[tuple[int, bool, bool]], list[int]]:
+) -> tuple[list[tuple[int, bool, bool, bool]], list[int]]:
     """A speaking chunk's text phase: its delegation spans, then its text cut to the
-    budget, as (token, spoken, choice); and the spoken tokens."""
-    body: list[tuple[int, bool, bool]] = []
+    budget, as (token, spoken, choice, argument); and the spoken tokens."""
+    body: list[tuple[int, bool, bool, bool]] = []
     for span in chunk["delegate"]:
         ids = encode(span)
         stats.span_tokens += len(ids)
-        pick = _choice(ids, name_prefix)
-        body += [(s["<|delegate|>"], False, False),
-                 *((t, False, i == pick) for i, t in enumerate(ids)),
-                 (s["<|/delegate|>"], False, False)]  # fmt: skip
+        pick, values = _choice(ids, name_prefix), _argument_values(span, ids, encode)
+        body += [(s["<|delegate|>"], False, False, False),
+                 *((t, False, i == pick, i in values) for i, t in enumerate(ids)),
+                 (s["<|/delegate|>"], False, False, False)]  # fmt: skip
     text = chunk["text"]
     spoken = encode((" " + text) if in_reply and text else text)
     if len(spoken) > max_text_tokens:
         stats.truncated_chunks += 1
         spoken = spoken[:max_text_tokens]
     stats.text_tokens += len(spoken)
-    return body + [(t, True, False) for t in spoken], spoken
+    return body + [(t, True, False, False) for t in spoken], spoken
 
 
 def _mark_decision(
@@ -233,6 +241,50 @@ def _choice(ids: Sequence[int], name_prefix: Sequence[int]) -> int:
     while same < min(len(ids), len(name_prefix)) and ids[same] == name_prefix[same]:
         same += 1
     return same
+
+
+def _argument_values(span: str, ids: Sequence[int], encode: Encode) -> set[int]:
+    """The indices in a span's ``ids`` of its argument values' tokens: each scalar value of
+    its ``arguments`` object (and of the objects in it), in order, found as its own tokens
+    after the last one found. A string's tokens are its text's (the quote before it is a
+    token of its own, with the space) up to its last letter or digit, since the tokenizer
+    joins what punctuation ends it with the closing quote (``."}``); a number's or a
+    boolean's are those of its JSON text after a space. A span that is not such JSON (a
+    model's, in a test) has none."""
+    try:
+        arguments = json.loads(span).get("arguments")
+    except (ValueError, AttributeError):
+        return set()
+    if not isinstance(arguments, dict):
+        return set()
+    found: set[int] = set()
+    key = encode("arguments")
+    at = _find(ids, key, 0)  # values, not the capability's name before them
+    at = 0 if at is None else at + len(key)
+    for value in _scalars(arguments):
+        is_text = isinstance(value, str)
+        text = value.rstrip(string.punctuation) if is_text else " " + json.dumps(value)
+        want = encode(text) if text else []
+        start = _find(ids, want, at) if want else None
+        if start is not None:
+            found.update(range(start, start + len(want)))
+            at = start + len(want)
+    return found
+
+
+def _scalars(value: Any) -> list[Any]:
+    """The strings, numbers and booleans in ``value``, nested objects' in order."""
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _scalars(item)]
+    return [] if value is None or isinstance(value, list) else [value]
+
+
+def _find(ids: Sequence[int], want: Sequence[int], at: int) -> int | None:
+    """Where the first run of ``want`` in ``ids`` from ``at`` starts; None for none."""
+    for i in range(at, len(ids) - len(want) + 1):
+        if list(ids[i : i + len(want)]) == list(want):
+            return i
+    return None
 
 
 def _prefill(

@@ -21,7 +21,8 @@ COUNTS = {
     "speak_right": "speak_right", "said": "speak_said", "t": "text_tokens",
     "t_right": "text_right", "o": "opening_tokens", "o_right": "opening_right",
     "f": "first_tokens", "f_right": "first_right", "c": "choice_tokens",
-    "c_right": "choice_right", "turns": "turns", "turns_right": "turns_right",
+    "c_right": "choice_right", "arg": "argument_tokens", "arg_right": "argument_right",
+    "turns": "turns", "turns_right": "turns_right",
     "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
     "a": "afters", "a_right": "afters_right", "r": "reading_tokens", "r_right": "reading_right",
     "cp": "copied_tokens", "cp_right": "copied_right",
@@ -40,13 +41,12 @@ def evaluate(
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, the decisions where an overlap event is decided (speaking or
     not as the data does; and of those, the holds that carry on through it; and the
-    decisions carrying on in the two chunks after a hold),
-    next-text-token accuracy (of a reply's first chunk, and of
-    its first token: which answer was chosen; and of the token naming a call's
-    capability: which tool it picked); with ``speech_ids``, the speech
-    decoder's loss and next-unit accuracy, teacher-forced and closed loop (fed its own
-    units, as in the daemon); with ``listen``, the listening loss and the
-    character error rate of its greedy transcripts of the user's turns; with
+    decisions carrying on in the two chunks after a hold), next-text-token accuracy (of a
+    reply's first chunk, and of its first token: which answer was chosen; of the token
+    naming a call's capability: which tool it picked; and of its argument values' tokens);
+    with ``speech_ids``, the speech decoder's loss and next-unit accuracy, teacher-forced
+    and closed loop (fed its own units, as in the daemon); with ``listen``, the listening
+    loss and the character error rate of its greedy transcripts of the user's turns; with
     ``addressee``, how often its head names whom a chunk's speech is for."""
     was = model.training
     device = next(model.parameters()).device
@@ -128,6 +128,8 @@ def evaluate(
         "copied_tokens": sums["cp"],
         "replies": sums["f"],
         "calls": sums["c"],
+        "argument_accuracy": ratio(sums["arg_right"], sums["arg"]),
+        "argument_tokens": sums["arg"],
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
@@ -163,6 +165,11 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     calls = ""
     if m.get("calls"):
         calls = f", a call's tool {100 * m['call_accuracy']:.1f}% of {int(m['calls'])}"
+    if m.get("argument_tokens"):
+        calls += (
+            f", its arguments' tokens {100 * m['argument_accuracy']:.1f}% of "
+            f"{int(m['argument_tokens'])}"
+        )
     if m.get("reading_tokens"):
         calls += (
             f", a result read out {100 * m['reading_accuracy']:.1f}% of "

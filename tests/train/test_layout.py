@@ -171,6 +171,35 @@ def test_the_target_naming_a_calls_capability_is_marked_choice() -> None:
     assert [layout.opening[i] for i, c in enumerate(layout.choice) if c] == [True, True, False]
 
 
+def test_the_tokens_of_a_calls_argument_values_are_marked_argument() -> None:
+    """With a BPE of the set's text, the argument targets of a call span are the tokens of
+    its argument values (those of nested objects too; a string's up to its last letter or
+    digit, as the tokenizer joins a final "." with the closing quote), in order; not the
+    keys, the capability's name or the punctuation, and nothing of a control span or of a
+    span that is not JSON."""
+    from venus.train.tokenizer import train_tokenizer
+
+    calls = ['{"name": "timer", "arguments": {"action": "set", "seconds": 15, "label": "tea"}}',
+             '{"name": "calculator", "arguments": {"convert": {"value": 12, "from": "km", '
+             '"to": "miles"}}}',
+             '{"name": "reason", "arguments": {"question": "Explain why the sky is blue."}}',
+             '{"retry": "0b36f550"}', '{"name": "timer", "arguments": {"label": "t']  # fmt: skip
+    tok = train_tokenizer(calls * 20 + ["Okay, one moment."], 300)
+
+    def bpe(text: str) -> list[int]:
+        return list(tok.encode(text).ids)
+
+    assert tok.decode([bpe(calls[2])[-1]]).startswith(".")  # the "." the value ends in
+    words = []
+    for span in calls:
+        layout = build_layout([chunk(), chunk("turn_eos", "Okay, one moment.", (span,))], S, bpe,
+                              audio_tokens=1, vision_tokens=0, max_text_tokens=64)  # fmt: skip
+        marked = [i for i, a in enumerate(layout.argument) if a]
+        assert all(layout.labels[i] != IGNORE and not layout.decision[i] for i in marked)
+        words.append(tok.decode([layout.labels[i] for i in marked]).replace(" ", ""))
+    assert words == ["set15tea", "12kmmiles", "Explainwhytheskyisblue", "", ""]
+
+
 def test_the_decision_an_overlap_event_is_decided_in_is_marked_event() -> None:
     """The chunk carrying an event's ``action``: a hold (carrying on through it: event,
     not turn) and a yield (event and turn); the decisions around them are neither."""

@@ -1,5 +1,6 @@
 """The text and decision losses' weights on small generated sets: a reply's first chunk
 counts ``reply_weight`` times, the target naming a call's tool ``call_weight`` times more,
+those of its argument values ``argument_weight`` times more,
 the decision an overlap event is decided in at least ``event_weight`` times, each checked
 against the cross-entropy computed by hand from the backbone's logits."""
 
@@ -102,6 +103,29 @@ def test_the_token_naming_a_calls_tool_counts_call_weight_times_more(tmp_path: P
     assert plain.choice_tokens == int(batch.choice.sum()) > 0
     right = logits[batch.choice].argmax(dim=1) == batch.labels[batch.choice]
     assert plain.choice_right == int(right.sum())
+
+
+def test_a_calls_argument_values_count_argument_weight_times_more(tmp_path: Path) -> None:
+    """``argument_weight`` multiplies the weight of the argument targets (layout.py) on top
+    of the others, and the losses count how many of them were right."""
+    model, batch = _model(), _batch(_one_category(tmp_path, "delegation", 2, 8.0))
+    text = (batch.labels != IGNORE) & ~batch.decision
+    assert not bool((batch.argument & ~text).any())
+    assert not bool((batch.argument & batch.choice).any())
+    with torch.no_grad():
+        plain = forward_losses(model, batch, CONTROL, reply_weight=2.0, call_weight=3.0)
+        weighted = forward_losses(model, batch, CONTROL, reply_weight=2.0, call_weight=3.0,
+                                  argument_weight=5.0)  # fmt: skip
+        logits = _logits(model, batch)
+    each = F.cross_entropy(logits[text], batch.labels[text], reduction="none")
+    weight = ((1.0 + batch.opening[text].float()) * (1.0 + 2.0 * batch.choice[text].float())
+              * (1.0 + 4.0 * batch.argument[text].float()))  # fmt: skip
+    assert float(weighted.text) == pytest.approx(float((each * weight).sum() / weight.sum()),
+                                                  rel=1e-5)  # fmt: skip
+    assert float(weighted.text) != pytest.approx(float(plain.text), rel=1e-4)
+    assert plain.argument_tokens == int(batch.argument.sum()) > int(batch.choice.sum())
+    right = logits[batch.argument].argmax(dim=1) == batch.labels[batch.argument]
+    assert plain.argument_right == int(right.sum())
 
 
 def test_an_overlap_events_decision_counts_at_least_event_weight_times(duplex_set: Path) -> None:
