@@ -94,6 +94,8 @@ class Losses:
     choice_right: int = 0
     argument_tokens: int = 0  # targets of a call's argument values: what it heard asked
     argument_right: int = 0
+    argument_values: int = 0  # those values (runs of such targets): each one whole
+    argument_values_right: int = 0  # of those, every token right
     reading_tokens: int = 0  # spoken text targets of replies that deliver a result
     reading_right: int = 0
     copied_tokens: int = 0  # of those, tokens the result has too
@@ -214,6 +216,15 @@ def _weighted_ce(logits: Tensor, target: Tensor, *marks: tuple[Tensor, float]) -
     return _mean_ce(logits, target, w)
 
 
+def _runs_wrong(marked: Tensor, right: Tensor) -> Tensor:
+    """Per run of consecutive ``marked`` rows (an argument value's tokens: two values have
+    a key between them), how many of its rows are not ``right``."""
+    start = marked & ~F.pad(marked[:-1], (1, 0))
+    run = torch.cumsum(start.long(), 0) - 1
+    wrong = torch.zeros(int(start.sum()), dtype=torch.long, device=marked.device)
+    return wrong.index_add(0, run[marked], (~right[marked]).long())
+
+
 def _mean_ce(logits: Tensor, target: Tensor, w: Tensor) -> Tensor:
     """Cross-entropy averaged with row weights ``w`` (0 with a gradient path when there
     are no rows)."""
@@ -302,6 +313,7 @@ def forward_losses(
     text_loss = _weighted_ce(t_logits, t_target, (t_open, reply_weight), (t_choice, call_weight),
                              (t_arg, argument_weight))  # fmt: skip
     t_right = t_logits.argmax(dim=1) == t_target
+    values_wrong = _runs_wrong(t_arg, t_right)
     total = text_loss + decision_weight * decision_loss
     speech, closed = None, 0
     if batch.speech is not None:
@@ -356,6 +368,8 @@ def forward_losses(
         choice_right=int((t_right & t_choice).sum()),
         argument_tokens=int(t_arg.sum()),
         argument_right=int((t_right & t_arg).sum()),
+        argument_values=len(values_wrong),
+        argument_values_right=int((values_wrong == 0).sum()),
         reading_tokens=int(t_read.sum()),
         reading_right=int((t_right & t_read).sum()),
         copied_tokens=int(t_copy.sum()),

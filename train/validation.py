@@ -22,6 +22,7 @@ COUNTS = {
     "t_right": "text_right", "o": "opening_tokens", "o_right": "opening_right",
     "f": "first_tokens", "f_right": "first_right", "c": "choice_tokens",
     "c_right": "choice_right", "arg": "argument_tokens", "arg_right": "argument_right",
+    "v": "argument_values", "v_right": "argument_values_right",
     "turns": "turns", "turns_right": "turns_right",
     "e": "events", "e_right": "events_right", "h": "holds", "h_right": "holds_right",
     "a": "afters", "a_right": "afters_right", "r": "reading_tokens", "r_right": "reading_right",
@@ -130,6 +131,8 @@ def evaluate(
         "calls": sums["c"],
         "argument_accuracy": ratio(sums["arg_right"], sums["arg"]),
         "argument_tokens": sums["arg"],
+        "argument_value_accuracy": ratio(sums["v_right"], sums["v"]),
+        "argument_values": sums["v"],
         "decisions": sums["d"],
         "text_tokens": sums["t"],
     }
@@ -165,10 +168,10 @@ def validation_line(step: int, m: dict[str, float], what: str = "") -> str:
     calls = ""
     if m.get("calls"):
         calls = f", a call's tool {100 * m['call_accuracy']:.1f}% of {int(m['calls'])}"
-    if m.get("argument_tokens"):
+    if m.get("argument_values"):
         calls += (
-            f", its arguments' tokens {100 * m['argument_accuracy']:.1f}% of "
-            f"{int(m['argument_tokens'])}"
+            f", its argument values {100 * m['argument_value_accuracy']:.1f}% of "
+            f"{int(m['argument_values'])} (tokens {100 * m['argument_accuracy']:.1f}%)"
         )
     if m.get("reading_tokens"):
         calls += (

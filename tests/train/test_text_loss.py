@@ -126,6 +126,10 @@ def test_a_calls_argument_values_count_argument_weight_times_more(tmp_path: Path
     assert plain.argument_tokens == int(batch.argument.sum()) > int(batch.choice.sum())
     right = logits[batch.argument].argmax(dim=1) == batch.labels[batch.argument]
     assert plain.argument_right == int(right.sum())
+    # one value a run of argument targets (a key lies between two values)
+    starts = batch.argument & ~F.pad(batch.argument[:, :-1], (1, 0))
+    assert plain.argument_values == int(starts.sum()) >= plain.choice_tokens
+    assert plain.argument_values_right <= plain.argument_values
 
 
 def test_an_overlap_events_decision_counts_at_least_event_weight_times(duplex_set: Path) -> None:
@@ -168,3 +172,13 @@ def test_an_overlap_events_decision_counts_at_least_event_weight_times(duplex_se
     )
     assert plain.afters == int(after.sum())
     assert plain.afters_right == int((right & after).sum())
+
+
+def test_an_argument_value_is_right_when_all_its_tokens_are() -> None:
+    """``_runs_wrong``: the wrong tokens of each run of marked targets (one value each)."""
+    from venus.train.batch import _runs_wrong
+
+    marked = torch.tensor([0, 1, 1, 0, 1, 0, 1, 1, 1]).bool()
+    right = torch.tensor([1, 1, 0, 1, 1, 0, 0, 1, 0]).bool()
+    assert _runs_wrong(marked, right).tolist() == [1, 0, 2]
+    assert _runs_wrong(torch.zeros(3).bool(), torch.ones(3).bool()).tolist() == []
