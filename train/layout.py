@@ -281,10 +281,9 @@ def _scalars(value: Any) -> list[Any]:
 
 def _find(ids: Sequence[int], want: Sequence[int], at: int) -> int | None:
     """Where the first run of ``want`` in ``ids`` from ``at`` starts; None for none."""
-    for i in range(at, len(ids) - len(want) + 1):
-        if list(ids[i : i + len(want)]) == list(want):
-            return i
-    return None
+    ids, want = list(ids), list(want)
+    return next((i for i in range(at, len(ids) - len(want) + 1) if ids[i : i + len(want)] == want),
+                None)  # fmt: skip
 
 
 def _prefill(

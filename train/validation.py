@@ -44,11 +44,12 @@ def evaluate(
     not as the data does; and of those, the holds that carry on through it; and the
     decisions carrying on in the two chunks after a hold), next-text-token accuracy (of a
     reply's first chunk, and of its first token: which answer was chosen; of the token
-    naming a call's capability: which tool it picked; and of its argument values' tokens);
-    with ``speech_ids``, the speech decoder's loss and next-unit accuracy, teacher-forced
-    and closed loop (fed its own units, as in the daemon); with ``listen``, the listening
-    loss and the character error rate of its greedy transcripts of the user's turns; with
-    ``addressee``, how often its head names whom a chunk's speech is for."""
+    naming a call's capability: which tool it picked; and of its argument values, whole
+    and by token); with ``speech_ids``, the speech decoder's loss and next-unit accuracy,
+    teacher-forced and closed loop (fed its own units, as in the daemon); with ``listen``,
+    the listening loss and the character error rate of its greedy transcripts of the
+    user's turns; with ``addressee``, how often its head names whom a chunk's speech is
+    for."""
     was = model.training
     device = next(model.parameters()).device
     model.eval()
