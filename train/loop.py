@@ -4,7 +4,8 @@
 trained ``tokenizer.json``; rewritten at every checkpoint, so a run stopped early can be
 exported as it stands) with ``OUT/train/``: ``recipe.toml`` (the resolved recipe),
 ``state.pt`` (weights, optimiser, step: a run stopped at any point resumes from its last
-state with the same command), ``history.jsonl`` (one line per step and per validation),
+state with the same command; a finished one returns at once, loading nothing),
+``history.jsonl`` (one line per step and per validation),
 ``loss.png`` (the curves) and ``metrics.json`` (the checkpoint's step and validation).
 ``train.keep`` (``keep.py``) may keep an earlier validated step in the checkpoint;
 ``state.pt`` always holds the last step, to resume from, and a run that ends on a step it
@@ -31,6 +32,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from venus.export.checkpoint import INDEX
 from venus.export.model.config import PRESETS, ModelConfig
 from venus.export.model.init import init_model
 from venus.export.model.venus import VenusModel
@@ -172,40 +174,66 @@ class _Run:
         return None if self.voice is None else (s.start_token, s.end_token)
 
 
+def _saved_state(
+    cfg: TrainConfig, data: Path, out: Path, voice_dir: Path | None, init: Path | None,
+    val_data: Path | None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """``OUT``'s resumable state (None: a new run), checked to be this run's."""
+    path = out / "train" / "state.pt"
+    if not path.is_file():
+        return None
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    voice = load_voice(voice_dir) if voice_dir is not None else None
+    if (
+        not same_recipe(state["recipe"], parse_train_config, cfg)
+        or state["data"] != str(data.resolve())
+        or not same_voice(state.get("voice"), voice_dir, voice)
+        or state.get("init") != init_identity(init)
+        or state.get("val_data") != where(val_data)
+    ):
+        raise TrainConfigError(
+            f"{out}: holds a run with another recipe, data, voice, --init or --val-data "
+            f"({path.parent / 'recipe.toml'}); resume it with the same --config, --data, "
+            "--voice, --init and --val-data, or train into another --out"
+        )
+    return state
+
+
+def _finished(
+    cfg: TrainConfig, out: Path, state: dict[str, Any], write: Callable[[str], None]
+) -> TrainResult | None:
+    """The run, when ``state`` ended it and its checkpoint is there: nothing is loaded (a
+    rerun of ``scripts/make-venus-tiny`` passes its finished stages in seconds)."""
+    if state["step"] < cfg.steps or not (out / INDEX).is_file():
+        return None
+    kept = Kept(cfg.keep, state.get("kept"))
+    which = kept.which(cfg.steps)
+    write(f"train: {out} has run all {cfg.steps} steps of its recipe; nothing to train "
+          f"(the checkpoint{which}; export it with `venus export {out}`)")  # fmt: skip
+    metrics = state.get("metrics", state["baseline"])
+    return kept.result(TrainResult(out, cfg.steps, cfg.steps, metrics, state["baseline"]))
+
+
 def _open(
     cfg: TrainConfig,
     data: Path,
     out: Path,
     write: Callable[[str], None],
     voice_dir: Path | None,
+    state: dict[str, Any] | None,
     jobs: int = 1,
     init: Path | None = None,
     val_data: Path | None = None,
 ) -> _Run:
-    """Check the data and ``out``, split (or take ``val_data`` whole as the validation),
-    train (or reload) the tokenizer, load examples (with ``voice_dir``, their speech units
-    too)."""
+    """Check the data, split (or take ``val_data`` whole as the validation), train (or
+    reload) the tokenizer, load examples (with ``voice_dir``, their speech units too);
+    ``state``: ``_saved_state``'s."""
     import tomli_w
 
     train_recs, val_recs = train_and_validation(cfg, data, val_data, write)
     work = out / "train"
     recipe = tomli_w.dumps(cfg.to_toml_dict())
     voice = load_voice(voice_dir) if voice_dir is not None else None
-    state: dict[str, Any] | None = None
-    if (work / "state.pt").is_file():
-        state = torch.load(work / "state.pt", map_location="cpu", weights_only=False)
-        if (
-            not same_recipe(state["recipe"], parse_train_config, cfg)
-            or state["data"] != str(data.resolve())
-            or not same_voice(state.get("voice"), voice_dir, voice)
-            or state.get("init") != init_identity(init)
-            or state.get("val_data") != where(val_data)
-        ):
-            raise TrainConfigError(
-                f"{out}: holds a run with another recipe, data, voice, --init or --val-data "
-                f"({work / 'recipe.toml'}); resume it with the same --config, --data, "
-                "--voice, --init and --val-data, or train into another --out"
-            )
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
     model_cfg = PRESETS[cfg.preset]()
@@ -295,7 +323,11 @@ def train(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
-    run = _open(cfg, data, out, write, voice, jobs, init, val_data)
+    state = _saved_state(cfg, data, out, voice, init, val_data)
+    done = None if state is None else _finished(cfg, out, state, write)
+    if done is not None:
+        return done
+    run = _open(cfg, data, out, write, voice, state, jobs, init, val_data)
     model, listen, addressee, groups = _model(run, cfg, where, write)
     forward, measure, line = _objective(
         run, cfg, model, listen, run.validation or run.train[:8], where, addressee

@@ -17,7 +17,7 @@ decoder's and vocoder's compute time per second of audio; with a sine source, ho
 vocoder's f0 head agrees with the tracked f0 (median error in cents on frames both call
 voiced, ``f0_cents``; the share of frames whose voicing agrees, ``voicing_agreement``).
 OUT/train/ holds ``recipe.toml``, ``state.pt`` (written atomically), ``history.jsonl``,
-``metrics.json`` and ``loss.png``.
+``metrics.json`` and ``loss.png``; a finished run, rerun, reports it and loads nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from venus.train.sets import split
 from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
 from venus.train.voice import (
     UNITS_FILE,
+    VOICE_JSON,
     Reply,
     Window,
     flow_losses,
@@ -248,8 +249,44 @@ class _Run:
     draws: _Draws
 
 
-def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None]) -> _Run:
-    """Check the data and ``out``, split, fit (or reload) the codebook, load the replies."""
+def _saved_state(cfg: VoiceConfig, data: Path, out: Path) -> dict[str, Any] | None:
+    """``OUT``'s resumable state (None: a new run), checked to be this run's."""
+    path = out / "train" / "state.pt"
+    if not path.is_file():
+        return None
+    state: dict[str, Any] = torch.load(path, weights_only=False)
+    if same_recipe(state["recipe"], parse_voice_config, cfg) and state["data"] == str(
+        data.resolve()
+    ):
+        return state
+    raise VoiceConfigError(
+        f"{out}: holds a voice run with another recipe or data ({path.parent / 'recipe.toml'});"
+        " resume it with the same --config and --data, or train into another --out"
+    )
+
+
+def _finished(
+    cfg: VoiceConfig, out: Path, state: dict[str, Any], write: Callable[[str], None]
+) -> VoiceResult | None:
+    """The run, when ``state`` has every step and the voice was written after it: its
+    last measurement (``metrics.json``), nothing loaded."""
+    if state["step"] < cfg.steps or not (out / VOICE_JSON).is_file():
+        return None
+    try:
+        measured = json.loads((out / "train" / "metrics.json").read_text("utf-8"))
+        metrics = measured["validation"] if measured["step"] == cfg.steps else None
+    except (OSError, ValueError, KeyError, TypeError):
+        metrics = None
+    if not isinstance(metrics, dict):  # the slow way, as before: loaded, nothing trained
+        return None
+    write(f"train-voice: {out} has run all {cfg.steps} steps of its recipe; nothing to train")
+    return VoiceResult(out, cfg.steps, cfg.steps, metrics)
+
+
+def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None],
+          state: dict[str, Any] | None) -> _Run:  # fmt: skip
+    """Check the data, split, fit (or reload) the codebook, load the replies; ``state``:
+    ``_saved_state``'s."""
     import tomli_w
 
     records = read_index(data)
@@ -263,15 +300,6 @@ def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None])
     if len(records) < 2:
         raise VoiceConfigError(f"--data {data}: {len(records)} samples; need at least 2")
     work, recipe = out / "train", tomli_w.dumps(cfg.to_toml_dict())
-    state: dict[str, Any] | None = None
-    if (work / "state.pt").is_file():
-        state = torch.load(work / "state.pt", weights_only=False)
-        same = same_recipe(state["recipe"], parse_voice_config, cfg)
-        if not same or state["data"] != str(data.resolve()):
-            raise VoiceConfigError(
-                f"{out}: holds a voice run with another recipe or data ({work / 'recipe.toml'}); "
-                "resume it with the same --config and --data, or train into another --out"
-            )
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
     train_recs, val_recs = split(records, cfg.data.validation, cfg.data.seed)
@@ -369,7 +397,11 @@ def train_voice(
     ``stop_after``: stop after that many steps of this call (a test of resuming)."""
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    run = _open(cfg, data, out, write)
+    state = _saved_state(cfg, data, out)
+    done = None if state is None else _finished(cfg, out, state, write)
+    if done is not None:
+        return done
+    run = _open(cfg, data, out, write, state)
     parts = _Parts(cfg, run.codebook)
     history = run.work / "history.jsonl"
     if run.state is not None:

@@ -87,6 +87,14 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert [m["step"] for m in machines] == [0, 2]
     assert all(m["cpu"] and m["torch"] == torch.__version__ and m["device"] == "cpu"
                for m in machines)  # fmt: skip
+    # run again once finished: the last figures at once, no sample loaded, no step taken
+    again: list[str] = []
+    third = train(cfg, small_set, tmp_path / "parts", again.append)
+    assert (third.steps, third.resumed_from, third.metrics) == (4, 4, second.metrics)
+    assert third.baseline == second.baseline
+    assert not any("loading samples" in line for line in again), again
+    assert any("has run all 4 steps" in line for line in again)
+    assert (tmp_path / "parts" / "train" / "machines.jsonl").read_text().splitlines() == starts
 
 
 def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: Path) -> None:

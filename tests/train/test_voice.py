@@ -254,6 +254,12 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert [json.loads(line)["step"] for line in starts] == [0, 2]  # the start and the resume
     png = tmp_path / "parts" / "train" / "loss.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # run again once finished: the last measurement at once, no reply loaded
+    again: list[str] = []
+    third = train_voice(quick(4), small_set, tmp_path / "parts", again.append)
+    assert (third.steps, third.resumed_from, third.metrics) == (4, 4, second.metrics)
+    assert not any("loading replies" in line for line in again), again
+    assert any("has run all 4 steps" in line for line in again)
 
 
 def test_the_first_samples_of_a_larger_set_train_the_smaller_set_s_voice(
