@@ -214,6 +214,17 @@ def _finished(
     return kept.result(TrainResult(out, cfg.steps, cfg.steps, metrics, state["baseline"]))
 
 
+def _begin(
+    cfg: TrainConfig, data: Path, out: Path, write: Callable[[str], None],
+    voice_dir: Path | None, init: Path | None, val_data: Path | None,
+) -> tuple[tuple[list[Any], list[Any]], dict[str, Any] | None, TrainResult | None]:  # fmt: skip
+    """The data's records (its errors before the state's), ``OUT``'s state, checked, and
+    the run itself when that state finished it."""
+    records = train_and_validation(cfg, data, val_data, write)
+    state = _saved_state(cfg, data, out, voice_dir, init, val_data)
+    return records, state, None if state is None else _finished(cfg, out, state, write)
+
+
 def _open(
     cfg: TrainConfig,
     data: Path,
@@ -221,16 +232,16 @@ def _open(
     write: Callable[[str], None],
     voice_dir: Path | None,
     state: dict[str, Any] | None,
+    records: tuple[list[Any], list[Any]],
     jobs: int = 1,
     init: Path | None = None,
     val_data: Path | None = None,
 ) -> _Run:
-    """Check the data, split (or take ``val_data`` whole as the validation), train (or
-    reload) the tokenizer, load examples (with ``voice_dir``, their speech units too);
-    ``state``: ``_saved_state``'s."""
+    """Train (or reload) the tokenizer, load examples (with ``voice_dir``, their speech
+    units too); ``state``: ``_saved_state``'s; ``records``: ``train_and_validation``'s."""
     import tomli_w
 
-    train_recs, val_recs = train_and_validation(cfg, data, val_data, write)
+    train_recs, val_recs = records
     work = out / "train"
     recipe = tomli_w.dumps(cfg.to_toml_dict())
     voice = load_voice(voice_dir) if voice_dir is not None else None
@@ -323,11 +334,10 @@ def train(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     where = resolve_device(device, write)  # before minutes of loading
-    state = _saved_state(cfg, data, out, voice, init, val_data)
-    done = None if state is None else _finished(cfg, out, state, write)
+    records, state, done = _begin(cfg, data, out, write, voice, init, val_data)
     if done is not None:
         return done
-    run = _open(cfg, data, out, write, voice, state, jobs, init, val_data)
+    run = _open(cfg, data, out, write, voice, state, records, jobs, init, val_data)
     model, listen, addressee, groups = _model(run, cfg, where, write)
     forward, measure, line = _objective(
         run, cfg, model, listen, run.validation or run.train[:8], where, addressee

@@ -255,9 +255,8 @@ def _saved_state(cfg: VoiceConfig, data: Path, out: Path) -> dict[str, Any] | No
     if not path.is_file():
         return None
     state: dict[str, Any] = torch.load(path, weights_only=False)
-    if same_recipe(state["recipe"], parse_voice_config, cfg) and state["data"] == str(
-        data.resolve()
-    ):
+    same = same_recipe(state["recipe"], parse_voice_config, cfg)
+    if same and state["data"] == str(data.resolve()):
         return state
     raise VoiceConfigError(
         f"{out}: holds a voice run with another recipe or data ({path.parent / 'recipe.toml'});"
@@ -265,40 +264,40 @@ def _saved_state(cfg: VoiceConfig, data: Path, out: Path) -> dict[str, Any] | No
     )
 
 
-def _finished(
-    cfg: VoiceConfig, out: Path, state: dict[str, Any], write: Callable[[str], None]
-) -> VoiceResult | None:
+def _finished(cfg: VoiceConfig, out: Path, state: dict[str, Any],
+              write: Callable[[str], None]) -> VoiceResult | None:  # fmt: skip
     """The run, when ``state`` has every step and the voice was written after it: its
     last measurement (``metrics.json``), nothing loaded."""
     if state["step"] < cfg.steps or not (out / VOICE_JSON).is_file():
         return None
     try:
         measured = json.loads((out / "train" / "metrics.json").read_text("utf-8"))
-        metrics = measured["validation"] if measured["step"] == cfg.steps else None
-    except (OSError, ValueError, KeyError, TypeError):
-        metrics = None
-    if not isinstance(metrics, dict):  # the slow way, as before: loaded, nothing trained
-        return None
+        metrics = dict(measured["validation" if measured["step"] == cfg.steps else "step"])
+    except (OSError, ValueError, KeyError, TypeError):  # unread, or another step's
+        return None  # the slow way, as before: loaded, nothing trained
     write(f"train-voice: {out} has run all {cfg.steps} steps of its recipe; nothing to train")
     return VoiceResult(out, cfg.steps, cfg.steps, metrics)
 
 
-def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None],
-          state: dict[str, Any] | None) -> _Run:  # fmt: skip
-    """Check the data, split, fit (or reload) the codebook, load the replies; ``state``:
-    ``_saved_state``'s."""
-    import tomli_w
-
+def _records(cfg: VoiceConfig, data: Path) -> list[Any]:
+    """The samples of ``data`` the voice trains and measures on, checked."""
     records = read_index(data)
-    if cfg.data.samples:  # the first N: a larger set of the same seed begins with them
-        if len(records) < cfg.data.samples:
-            raise VoiceConfigError(
-                f"--data {data}: {len(records)} samples; data.samples (or --samples) asks "
-                f"for the first {cfg.data.samples}"
-            )
-        records = records[: cfg.data.samples]
+    if cfg.data.samples and len(records) < cfg.data.samples:
+        raise VoiceConfigError(
+            f"--data {data}: {len(records)} samples; data.samples (or --samples) asks "
+            f"for the first {cfg.data.samples}"
+        )
+    records = records[: cfg.data.samples or None]  # a larger set of a seed begins with them
     if len(records) < 2:
         raise VoiceConfigError(f"--data {data}: {len(records)} samples; need at least 2")
+    return records
+
+
+def _open(cfg: VoiceConfig, data: Path, out: Path, write: Callable[[str], None],
+          state: dict[str, Any] | None, records: list[Any]) -> _Run:  # fmt: skip
+    """Split, fit (or reload) the codebook, load the replies; ``state``: ``_saved_state``'s."""
+    import tomli_w
+
     work, recipe = out / "train", tomli_w.dumps(cfg.to_toml_dict())
     work.mkdir(parents=True, exist_ok=True)
     (work / "recipe.toml").write_text(recipe, "utf-8")
@@ -397,11 +396,12 @@ def train_voice(
     ``stop_after``: stop after that many steps of this call (a test of resuming)."""
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    records = _records(cfg, data)  # the data's errors before the state's
     state = _saved_state(cfg, data, out)
     done = None if state is None else _finished(cfg, out, state, write)
     if done is not None:
         return done
-    run = _open(cfg, data, out, write, state)
+    run = _open(cfg, data, out, write, state, records)
     parts = _Parts(cfg, run.codebook)
     history = run.work / "history.jsonl"
     if run.state is not None:

@@ -13,6 +13,7 @@ import pytest
 import torch
 from support.states import assert_same_states
 
+from venus.train.data import TrainDataError
 from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
 
 RECIPES = Path(__file__).resolve().parents[2] / "train" / "recipes"
@@ -260,6 +261,9 @@ def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Pa
     assert (third.steps, third.resumed_from, third.metrics) == (4, 4, second.metrics)
     assert not any("loading replies" in line for line in again), again
     assert any("has run all 4 steps" in line for line in again)
+    # the data's own error comes first, not the state's "another recipe or data"
+    with pytest.raises(TrainDataError, match=r"no index\.jsonl"):
+        train_voice(quick(4), tmp_path / "nothing", tmp_path / "parts", again.append)
 
 
 def test_the_first_samples_of_a_larger_set_train_the_smaller_set_s_voice(
