@@ -266,15 +266,15 @@ def _saved_state(cfg: VoiceConfig, data: Path, out: Path) -> dict[str, Any] | No
 
 def _finished(cfg: VoiceConfig, out: Path, state: dict[str, Any],
               write: Callable[[str], None]) -> VoiceResult | None:  # fmt: skip
-    """The run, when ``state`` has every step and the voice was written after it: its
-    last measurement (``metrics.json``), nothing loaded."""
-    if state["step"] < cfg.steps or not (out / VOICE_JSON).is_file():
-        return None
+    """The run, when ``state`` has every step and the voice it wrote is that step's: its
+    last measurement (``voice.json``'s), nothing loaded."""
     try:
-        measured = json.loads((out / "train" / "metrics.json").read_text("utf-8"))
-        metrics = dict(measured["validation" if measured["step"] == cfg.steps else "step"])
-    except (OSError, ValueError, KeyError, TypeError):  # unread, or another step's
+        doc = json.loads((out / VOICE_JSON).read_text("utf-8"))
+    except (OSError, ValueError):
         return None  # the slow way, as before: loaded, nothing trained
+    metrics = doc.get("metrics") if isinstance(doc, dict) else None
+    if not isinstance(metrics, dict) or not state["step"] == doc.get("step") == cfg.steps:
+        return None
     write(f"train-voice: {out} has run all {cfg.steps} steps of its recipe; nothing to train")
     return VoiceResult(out, cfg.steps, cfg.steps, metrics)
 
@@ -287,7 +287,7 @@ def _records(cfg: VoiceConfig, data: Path) -> list[Any]:
             f"--data {data}: {len(records)} samples; data.samples (or --samples) asks "
             f"for the first {cfg.data.samples}"
         )
-    records = records[: cfg.data.samples or None]  # a larger set of a seed begins with them
+    records = records[: cfg.data.samples or None]  # the first N: a set's larger one begins so
     if len(records) < 2:
         raise VoiceConfigError(f"--data {data}: {len(records)} samples; need at least 2")
     return records
