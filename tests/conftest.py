@@ -56,9 +56,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
     config.stash[_DROPPED] = dropped
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+        config.workeroutput["dropped"] = dropped
 
 
 _DROPPED = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller collects nothing itself: every worker collects the same
+    tests, so the first to finish says what the run left out."""
+    dropped = getattr(node, "workeroutput", {}).get("dropped")
+    if dropped is not None:
+        node.config.stash.setdefault(_DROPPED, dropped)
 
 
 def pytest_terminal_summary(

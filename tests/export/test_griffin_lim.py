@@ -163,6 +163,7 @@ def test_it_stays_float32_in_fp16_exports_and_tensorrt_builds(tiny_export: TinyE
     assert fp32_only("vocoder", written) and not fp32_only("backbone", written)
 
 
+@pytest.mark.slow  # about 60 s
 def test_the_graph_in_the_engine_runner_matches_torch(
     tmp_path: Path, tiny_export: TinyExport
 ) -> None:

@@ -2,7 +2,8 @@
 
 One int4 export per module (tiny-audio, so it also shows an audio frontend has no
 vision_encoder); the fp16 checks convert a single freshly exported backbone graph. The
-full fp16 export with --verify is marked slow.
+full fp16 export with --verify is marked slow, and so is the module: the int4 export with
+--verify takes about 80 s.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from venus.export.onnx.reference import reference
 from venus.export.onnx.session import open_session, run_session
 from venus.export.onnx.specs import graph_specs
 from venus.export.onnx.verify import check_component
+
+pytestmark = pytest.mark.slow
 
 VENUS = Path(sys.executable).with_name("venus")
 
@@ -116,7 +119,6 @@ def test_fp16_keeps_rotary_positions_in_float32(int4: Exported, tmp_path: Path) 
         assert np.abs(got - ref).max() / np.abs(ref).max() <= 2e-3
 
 
-@pytest.mark.slow
 def test_fp16_export_verifies_on_cpu(tmp_path: Path) -> None:
     assert venus("init", "--config", "tiny-audio", "--out", "ckpt", cwd=tmp_path).returncode == 0
     run = venus(

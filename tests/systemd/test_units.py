@@ -17,6 +17,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -87,21 +88,22 @@ def verify(unit_text: str, filename: str, workdir: Path, user: bool) -> list[str
     path = workdir / filename
     path.write_text(unit_text)
     env = dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="")
-    mode = []
-    if user:
-        # The user manager wants a runtime directory, even only to parse a unit.
-        runtime = workdir / "runtime"
-        runtime.mkdir(mode=0o700, exist_ok=True)
-        env["XDG_RUNTIME_DIR"] = str(runtime)
-        mode = ["--user"]
-    proc = subprocess.run(
-        [analyze, *mode, "verify", "--man=no", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    with tempfile.TemporaryDirectory(prefix="venus-rt-") as runtime:
+        mode = []
+        if user:
+            # The user manager wants a runtime directory, even only to parse a unit. A
+            # short one: the user units it loads beside ours put sockets in it, and a
+            # socket's path must fit in 108 bytes (a pytest-xdist worker's tmp_path may not).
+            env["XDG_RUNTIME_DIR"] = runtime
+            mode = ["--user"]
+        proc = subprocess.run(
+            [analyze, *mode, "verify", "--man=no", str(path)],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
     problems = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     if proc.returncode != 0 and not problems:
         problems = [f"systemd-analyze verify exited {proc.returncode}"]

@@ -68,6 +68,7 @@ def test_character_errors_count_edits_against_the_reference() -> None:
     assert character_errors("", "ab") == (2, 0)
 
 
+@pytest.mark.slow  # trains twice, then exports: about 60 s
 def test_a_run_with_the_listening_loss_trains_its_head_resumes_and_exports_without_it(
     small_set: Path, tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def test_another_recipe_into_the_same_out_is_refused(small_set: Path, tmp_path: 
         train(quick(3), small_set, tmp_path / "ck", lambda _l: None)
 
 
+@pytest.mark.slow  # trains, then exports: about 70 s
 def test_the_checkpoint_exports_and_its_tokenizer_is_the_trained_one(
     small_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -329,6 +330,7 @@ def test_batches_crop_the_configured_share(small_set: Path) -> None:
     assert [e.start for e in _batch(run, 3, cfg)] == [e.start for e in _batch(run, 3, cfg)]
 
 
+@pytest.mark.slow  # trains a voice, then exports: about 70 s
 def test_with_a_voice_the_speech_decoder_learns_and_the_engines_speak_its_units(
     small_set: Path, tmp_path: Path
 ) -> None:
