@@ -13,7 +13,12 @@ wheels)::
 
 so a call names a capability that is online now, with the arguments its contract asks
 for (enums, required keys, string lengths). With no capability registered (no harness,
-or none online yet) ``name`` is any capability name and ``arguments`` any object. The
+or none online yet) ``name`` is any capability name and ``arguments`` any object. Once
+the session has been shown a failed result, ``retry`` names one of those (by the id its
+result showed, as the training data copies it): a retry of anything else resolves to no
+item, and a small model copies an id badly. Before any failure a retry stays open (it
+resolves to nothing and is dropped), so that a span the model opens as a retry is never
+turned into a call it did not mean. The
 text is written as the training data writes it (``json.dumps``: ``", "`` and ``": "``,
 no other whitespace, properties in the schema's order).
 
@@ -66,13 +71,30 @@ NAME = {"type": "string", "pattern": "^[a-z0-9_]{1,64}$"}  # as Contract require
 ITEM_ID = {"type": "string", "pattern": "^[0-9a-f]{8,32}$"}  # whole, or as a result shows it
 
 
-def span_schema(arguments: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON schema of a span, given each capability's arguments schema by name.
+def failed_item(text: str) -> str | None:
+    """The item id a ``<|result|>`` text shows, if it reports a failure (the harness's
+    ``{"item", "capability", "status", "result"}``; None for anything else)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("status") != "failed":
+        return None
+    item = doc.get("item")
+    return item if isinstance(item, str) and item else None
+
+
+def span_schema(
+    arguments: Mapping[str, Mapping[str, Any]], failed: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The JSON schema of a span, given each capability's arguments schema by name, and
+    the ids of the failed results the session was shown (``failed``; module doc).
 
     What a decision names (``supersedes``, ``cancel``, ``retry``) is an item id, or a
     capability for its newest pending item (``HarnessCore.resolve``)."""
     names = sorted(arguments)
     ref = {"anyOf": [{"enum": names}, ITEM_ID]} if names else NAME
+    retry = {"enum": sorted(set(failed))} if failed else ref
     calls = [
         {
             "type": "object",
@@ -96,11 +118,11 @@ def span_schema(arguments: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     decisions = [
         {
             "type": "object",
-            "properties": {key: ref},
+            "properties": {key: named},
             "required": [key],
             "additionalProperties": False,
         }
-        for key in ("cancel", "retry")
+        for key, named in (("cancel", ref), ("retry", retry))
     ]
     return {"anyOf": [*calls, *decisions]}
 
@@ -128,7 +150,7 @@ class CallGrammar:
         self.pieces = [bytes(self.tokenizer.decode_bytes([i])) for i in range(n)]
         self.first = np.array([p[:1] or b"\0" for p in self.pieces], "S1")
         self.ends_string = np.array([_ends_string(p) for p in self.pieces], bool)
-        self._key: tuple[tuple[str, str], ...] | None = None
+        self._key: tuple[object, ...] | None = None
         self._grammar = ""
 
     @classmethod
@@ -144,18 +166,22 @@ class CallGrammar:
                 _OPENED[tokenizer] = None
         return _OPENED[tokenizer]
 
-    def start(self, contracts: Sequence[Contract]) -> SpanMatcher:
-        """A matcher for one span, over these capabilities (empty: any name)."""
-        key = tuple(sorted((c.name, json.dumps(c.input_schema, sort_keys=True)) for c in contracts))
+    def start(self, contracts: Sequence[Contract], failed: Sequence[str] = ()) -> SpanMatcher:
+        """A matcher for one span, over these capabilities (empty: any name), where a retry
+        names one of the ``failed`` results shown (empty: any item; module doc)."""
+        schemas = tuple(
+            sorted((c.name, json.dumps(c.input_schema, sort_keys=True)) for c in contracts)
+        )
+        key = (schemas, tuple(sorted(set(failed))))
         if key != self._key:
-            self._grammar = self._compile({c.name: c.input_schema for c in contracts})
+            self._grammar = self._compile({c.name: c.input_schema for c in contracts}, failed)
             self._key = key
         matcher = llguidance.LLMatcher(self.tokenizer, self._grammar, log_level=0)
         if matcher.is_error():  # _compile checked it: only a library fault lands here
             raise EngineError(f"the delegation grammar failed: {matcher.get_error()}")
         return SpanMatcher(matcher, self)
 
-    def _compile(self, arguments: Mapping[str, Mapping[str, Any]]) -> str:
+    def _compile(self, arguments: Mapping[str, Mapping[str, Any]], failed: Sequence[str]) -> str:
         usable: dict[str, Mapping[str, Any]] = {}
         for name, schema in arguments.items():
             error = self._error(span_schema({name: schema}))
@@ -167,7 +193,7 @@ class CallGrammar:
                     error,
                 )
             usable[name] = {"type": "object"} if error else schema
-        whole = span_schema(usable)
+        whole = span_schema(usable, failed)
         error = self._error(whole)
         if error:
             raise EngineError(f"the delegation grammar does not compile: {error}")

@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from venus.daemon.frontend.call_grammar import WRAP_UP, CallGrammar, SpanMatcher
+from venus.daemon.frontend.call_grammar import WRAP_UP, CallGrammar, SpanMatcher, failed_item
 from venus.daemon.frontend.channel import Delegation, HarnessChannel, InjectedResult
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
@@ -314,6 +314,8 @@ class ChunkStep:
             text = self.engines.tokenizer.encode(r.text)[:RESULT_TOKENS]
             ids += [v["<|result|>"], *text, v["<|/result|>"]]
             out.results.append((r.item_id, len(text)))
+            if (shown := failed_item(r.text)) is not None:  # a retry may name it now
+                stream.failed.append(shown)
         parts.append(_ids(embed, ids))
         stream.pending = []
         dtype = parts[0].dtype
@@ -360,7 +362,7 @@ class ChunkStep:
                 break
             elif token == v["<|delegate|>"]:
                 span = []
-                grammar = self._grammar(index)
+                grammar = self._grammar(stream, index)
             res = e.backbone.step(np.array([[token]]), stream.backbone)
             if span is None and token < v.text_vocab:
                 spoken.append(token)
@@ -374,13 +376,13 @@ class ChunkStep:
         out.text_tokens = len(spoken)
         return hidden
 
-    def _grammar(self, index: int) -> SpanMatcher | None:
+    def _grammar(self, stream: Stream, index: int) -> SpanMatcher | None:
         """The grammar a span opened in chunk ``index`` is decoded under (None: freely,
         with a warning if it could not be made: the span is still parsed as it comes)."""
         if self.calls is None:
             return None
         try:
-            return self.calls.start(self.harness.contracts())
+            return self.calls.start(self.harness.contracts(), tuple(stream.failed))
         except EngineError as e:
             log.warning("chunk %d: the delegation span decodes freely: %s", index, e)
             return None
@@ -411,6 +413,8 @@ class ChunkStep:
         if not call.valid:
             log.warning("chunk %d: malformed delegation dropped: %s", index, call.error)
             return
+        if call.action == "retry" and call.target in stream.failed:
+            stream.failed.remove(call.target)  # one retry per failure shown
         assert call.name is not None and call.arguments is not None
         self.harness.delegate(
             Delegation(

@@ -25,6 +25,7 @@ from venus.engines.speech import SpeechState
 
 DIALOGUE_TURNS = 8  # recent utterances kept as delegation evidence
 EVIDENCE_AUDIO_SAMPLES = 10 * 16000  # the last 10 s of microphone audio, for evidence
+FAILED_SHOWN = 8  # failed results a retry may name: the newest shown in the session
 
 
 class ContextChunks:
@@ -72,6 +73,7 @@ class Stream:
     reply_text: list[int] = field(default_factory=list)  # text ids of the current reply
     reply_tags: tuple[str, ...] = ()  # item ids of the results the reply answers
     unanswered: list[str] = field(default_factory=list)  # results injected since the last reply
+    failed: deque[str] = field(default_factory=lambda: deque(maxlen=FAILED_SHOWN))  # ids shown
     dialogue: deque[str] = field(default_factory=lambda: deque(maxlen=DIALOGUE_TURNS))
     recent_audio: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
     frame: NDArray[np.uint8] | None = None  # the latest camera frame (RGB), for evidence

@@ -66,7 +66,8 @@ NOT_SAID = frozenset({State.QUEUED, State.RUNNING, State.COMPLETED, State.FAILED
 @dataclass(frozen=True)
 class HarnessSettings:
     site_id: str = "default"
-    max_attempts: int = 3  # dispatches of one idempotent item, retries included
+    max_attempts: int = 3  # dispatches of one idempotent item, retries included; and
+    # the same call made in a row by the frontend's retries (HarnessCore.retry)
     backoff_s: float = 0.5  # first retry delay; doubles per attempt
     backoff_max_s: float = 10.0
 
@@ -310,9 +311,26 @@ class HarnessCore:
         return None
 
     def retry(self, item_id: str, session_id: str, new_id: str) -> WorkItem | None:
-        """The frontend's retry: the same call again, as a new item superseding the old."""
+        """The frontend's retry: the same call again, as a new item superseding the old.
+        Refused (None, a warning) where the old item was superseded already, or where the
+        same call has been made ``max_attempts`` times in a row: a model that retries
+        whatever fails would otherwise loop on a call that cannot succeed."""
         old = self.journal.find(item_id)
         if old is None:
+            return None
+        session = self.journal.items(session_id=session_id)
+        after = next((i.id for i in session if i.supersedes == old.id), None)
+        if after is not None:
+            log.warning("retry of %s refused: %s superseded it already", old.id, after)
+            return None
+        made = self._made_in_a_row(old)
+        if made >= self.settings.max_attempts:
+            log.warning(
+                "retry of %s refused: the same %s call was made %d times in a row",
+                old.id,
+                old.capability,
+                made,
+            )
             return None
         capture = Capture(
             old.capability,
@@ -323,6 +341,19 @@ class HarnessCore:
             item_id=new_id,
         )
         return self.capture(capture)
+
+    def _made_in_a_row(self, item: WorkItem) -> int:
+        """How many items, ``item`` and those it superseded, made the same call in a row."""
+        made, at = 1, item
+        while at.supersedes is not None:
+            before = self.journal.find(at.supersedes)
+            if before is None or (before.capability, before.arguments) != (
+                at.capability,
+                at.arguments,
+            ):
+                break
+            made, at = made + 1, before
+        return made
 
     def cancel(self, item_id: str, reason: str) -> WorkItem | None:
         item = self.journal.find(item_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +20,14 @@ from conftest import TinyExport
 from jsonschema import validators  # type: ignore[import-untyped]
 
 from venus.capabilities.contract import Contract
-from venus.daemon.frontend.call_grammar import CallGrammar, SpanMatcher
-from venus.daemon.frontend.channel import Delegation, NoHarness
+from venus.capabilities.inprocess import Capability, Context, InProcessTransport
+from venus.daemon.frontend.call_grammar import CallGrammar, SpanMatcher, failed_item
+from venus.daemon.frontend.channel import Delegation, InjectedResult, NoHarness
 from venus.daemon.frontend.deadline import Deadlines
 from venus.daemon.frontend.delegation import ParsedCall, parse_call
 from venus.daemon.frontend.step import ChunkInput, ChunkStep, Samplers, StepSettings
+from venus.daemon.harness.core import Capture
+from venus.daemon.harness.service import Harness
 from venus.datagen.domains import DOMAINS
 from venus.datagen.domains_contracts import contracts
 from venus.engines.options import EngineOptions
@@ -50,9 +53,12 @@ def registry() -> list[Contract]:
     return list(contracts().values())
 
 
-def accepts(grammar: CallGrammar, cs: Sequence[Contract], span: str) -> bool:
-    """Whether ``span``, as the shipped tokenizer encodes it, is a whole call."""
-    matcher = grammar.start(cs)
+def accepts(
+    grammar: CallGrammar, cs: Sequence[Contract], span: str, failed: Sequence[str] = ()
+) -> bool:
+    """Whether ``span``, as the shipped tokenizer encodes it, is a whole call (once the
+    session was shown the ``failed`` results)."""
+    matcher = grammar.start(cs, failed)
     ids = encode(span)
     scores = np.zeros(CLOSE + 1)
     for token in ids:
@@ -201,10 +207,11 @@ def delegating_step(
     harness: Registry,
     call_grammar: bool,
     calls: CallGrammar | None = None,
+    prefer: Mapping[int, float] | None = None,
 ) -> tuple[list[ParsedCall], int]:
     """One chunk of random engines made to speak and to open a span at every chance
-    (``calls``: the step's grammar replaced)."""
-    push = LogitBias({engines.token_id("<|delegate|>"): 1e4})
+    (``calls``: the step's grammar replaced; ``prefer``: more text tokens pushed)."""
+    push = LogitBias({**(prefer or {}), engines.token_id("<|delegate|>"): 1e4})
     samplers = Samplers(
         control=Sampler(bias=LogitBias({engines.token_id("<|speak|>"): 1e4})),
         text=Sampler(choose=Greedy(), bias=push),
@@ -241,7 +248,7 @@ def test_a_grammar_that_fails_to_start_leaves_the_span_to_the_model(
     engines = Engines.open(tiny_export.engines, EngineOptions(providers=("cpu",)))
 
     class Broken(CallGrammar):
-        def start(self, contracts: Sequence[Contract]) -> SpanMatcher:
+        def start(self, contracts: Sequence[Contract], failed: Sequence[str] = ()) -> SpanMatcher:
             raise EngineError("the grammar compiler is out of order")
 
     with caplog.at_level(logging.WARNING):
@@ -252,3 +259,108 @@ def test_a_grammar_that_fails_to_start_leaves_the_span_to_the_model(
     assert "the delegation span decodes freely: the grammar compiler is out of order" in (
         caplog.text
     )
+
+
+# --- what a retry may name ---------------------------------------------------------------
+
+SHOWN = ("e3e70682", "eb1167b3")  # short ids of failed results, as the harness shows them
+
+
+def test_a_retry_names_a_failed_result_the_session_was_shown(grammar: CallGrammar) -> None:
+    cs = registry()
+    for shown in SHOWN:
+        assert accepts(grammar, cs, json.dumps({"retry": shown}), SHOWN)
+    # what the thirty-third round's model wrote after such failures: no item of the session
+    for wrong in ("accf0607a", "accfddd00a", "e3e706820", "weather"):
+        assert not accepts(grammar, cs, json.dumps({"retry": wrong}), SHOWN), wrong
+        assert accepts(grammar, cs, json.dumps({"retry": wrong})), wrong  # before: open
+    assert not accepts(grammar, cs, json.dumps({"retry": "e3e7068"}), SHOWN)  # a prefix
+    assert accepts(grammar, cs, json.dumps({"cancel": "weather"}), SHOWN)  # as before
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_logits_after_a_retry_opens_copy_a_shown_id(grammar: CallGrammar, seed: int) -> None:
+    matcher = grammar.start(registry(), SHOWN)
+    opened = '{"retry": "'
+    for token in encode(opened):
+        matcher.consume(token)
+    rng = np.random.default_rng(seed)
+    choose = Greedy() if seed % 2 else TopP(1.0, 0.95, rng=np.random.default_rng(seed))
+    call = parse_call(opened + decode(grammar, matcher, rng, choose))
+    assert call.valid and call.action == "retry" and call.target in SHOWN, call.raw
+
+
+def harness_results(tmp_path: Path) -> tuple[str, str, list[InjectedResult]]:
+    """The real harness's offers of one failed and one completed item (ids, offers)."""
+    down = Contract(name="down", input_schema={"type": "object"})
+    fine = Contract(name="fine", input_schema={"type": "object"})
+
+    def fail(ctx: Context) -> str:
+        raise RuntimeError("the service is down")
+
+    transport = InProcessTransport([Capability(down, fail), Capability(fine, lambda c: "ok")])
+    harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
+    harness.start()
+    try:
+        failed = harness.submit(Capture("down", {}, "s"))
+        done = harness.submit(Capture("fine", {}, "s"))
+        assert harness.wait(failed, 10) is not None and harness.wait(done, 10) is not None
+        return failed, done, harness.results("s", 0, True)
+    finally:
+        harness.stop()
+
+
+def test_the_harness_s_failed_result_shows_the_id_a_retry_names(tmp_path: Path) -> None:
+    failed, done, results = harness_results(tmp_path)
+    assert {r.item_id: failed_item(r.text) for r in results} == {failed: failed[:8], done: None}
+    for text in ("prose, not JSON", "[1, 2]", '{"status": "failed"}'):
+        assert failed_item(text) is None
+
+
+class ShowsAFailure(Registry):
+    """The mock domains online, and a failed result injected in chunk 0."""
+
+    def __init__(self, shown: InjectedResult) -> None:
+        super().__init__()
+        self.shown = shown
+
+    def results(self, session_id: str, chunk_index: int, idle: bool) -> list[InjectedResult]:
+        return [self.shown] if chunk_index == 0 else []
+
+
+class Seen(CallGrammar):
+    """The real grammar, keeping what each span may retry."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        super().__init__(tokenizer)
+        self.spans: list[tuple[str, ...]] = []
+
+    def start(self, contracts: Sequence[Contract], failed: Sequence[str] = ()) -> SpanMatcher:
+        self.spans.append(tuple(failed))
+        return super().start(contracts, failed)
+
+
+@pytest.mark.parametrize("retrying", [False, True])
+def test_a_failure_shown_in_a_chunk_may_be_retried_by_a_later_span_once(
+    tiny_export: TinyExport, tmp_path: Path, retrying: bool
+) -> None:
+    """Random engines pushed to delegate (``retrying``: and to write ``retry`` where the
+    grammar lets them): every span may retry the failure shown until one does."""
+    failed, _, results = harness_results(tmp_path)
+    shown = next(r for r in results if r.item_id == failed)
+    engines = Engines.open(tiny_export.engines, EngineOptions(providers=("cpu",)))
+    seen = Seen(engines.tokenizer)
+    word = b'{"retry": "'
+    prefer = {i: 5e3 for i, p in enumerate(seen.pieces) if b"r" in p and p in word}
+    calls, _ = delegating_step(
+        engines, ShowsAFailure(shown), True, calls=seen, prefer=prefer if retrying else None
+    )
+    assert calls and all(c.valid for c in calls), [c.raw for c in calls]
+    retries = [n for n, c in enumerate(calls) if c.action == "retry"]
+    if not retrying:  # random weights write calls: the failure stays open to a retry
+        assert not retries and set(seen.spans) == {(failed[:8],)}
+        return
+    assert retries and calls[retries[0]].target == failed[:8], [c.raw for c in calls]
+    after = retries[0] + 1
+    assert seen.spans[:after] == [(failed[:8],)] * after
+    assert len(seen.spans) > after and set(seen.spans[after:]) == {()}  # retried: open again
