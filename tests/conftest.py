@@ -7,15 +7,19 @@ says so in the header and the summary. An explicit ``-m EXPR`` replaces this cho
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 from support.services import Broker, PulseServer, run_mosquitto, run_pulseaudio
 
 REPO = Path(__file__).resolve().parent.parent
@@ -113,37 +117,66 @@ class TinyExport:
     run: subprocess.CompletedProcess[str]  # `venus export ckpt --out engines --verify ...`
 
 
+@contextmanager
+def built_once(factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A directory made once per test run, for what takes a minute to build: (it, whether
+    it is built already). Under pytest-xdist every worker of the run shares it: the first
+    builds it while the others wait on a lock (filelock), then they read what it built.
+    Build into it inside the ``with``; it counts as built if the block ends without error."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's own
+    base = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        built = base / ".built"
+        if built.exists():
+            yield base, True
+            return
+        shutil.rmtree(base, ignore_errors=True)  # a build that failed before
+        base.mkdir()
+        yield base, False
+        built.touch()
+
+
 @pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
     """`venus init --config tiny --seed 0` then `venus export --verify` (recommending the
-    daemon's default sampling), once per session.
+    daemon's default sampling), once per run (``built_once``).
 
     Shared by the export and engines tests (the export takes about a minute on two cores).
     Treat it as read-only: tests that corrupt files work on a copy.
     """
-    base = tmp_path_factory.mktemp("tiny")
     venus = Path(sys.executable).with_name("venus")
+    with built_once(tmp_path_factory, "tiny") as (base, built):
+        if not built:
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(venus), *args], cwd=base, capture_output=True, text=True, timeout=600, check=False
-        )
+            def run(*args: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([str(venus), *args], cwd=base, capture_output=True,
+                                      text=True, timeout=600, check=False)  # fmt: skip
 
-    init = run("init", "--config", "tiny", "--seed", "0", "--out", "ckpt")
-    if init.returncode != 0:
-        pytest.fail(f"venus init failed:\n{init.stderr[-4000:]}")
-    # the daemon's own defaults as the engines' recommendation: written, and sampled as before
-    export = run("export", "ckpt", "--out", "engines", "--verify", "--temperature", "0.7",
-                 "--top-p", "0.9")  # fmt: skip
-    if export.returncode != 0:
-        pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
-    return TinyExport(base / "ckpt", base / "engines", export)
+            init = run("init", "--config", "tiny", "--seed", "0", "--out", "ckpt")
+            if init.returncode != 0:
+                pytest.fail(f"venus init failed:\n{init.stderr[-4000:]}")
+            # the daemon's own defaults as the engines' recommendation: written, and sampled
+            # as before
+            export = run("export", "ckpt", "--out", "engines", "--verify", "--temperature",
+                         "0.7", "--top-p", "0.9")  # fmt: skip
+            if export.returncode != 0:
+                pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
+            ran = {"args": export.args, "stdout": export.stdout, "stderr": export.stderr}
+            (base / "export.json").write_text(json.dumps(ran))
+    ran = json.loads((base / "export.json").read_text())
+    run = subprocess.CompletedProcess(ran["args"], 0, ran["stdout"], ran["stderr"])
+    return TinyExport(base / "ckpt", base / "engines", run)
 
 
 @pytest.fixture(scope="session")
 def scripted_export(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The tiny-audio checkpoint whose weights force a known conversation, exported once
-    (see ``support/scripted.py``)."""
-    from support.scripted import build
+    per run (see ``support/scripted.py``; ``built_once``)."""
+    from support.scripted import Scripted, build
 
-    return build(tmp_path_factory.mktemp("scripted"))
+    with built_once(tmp_path_factory, "scripted") as (base, built):
+        if not built:
+            build(base)
+    return Scripted(base / "ckpt", base / "engines")

@@ -413,8 +413,9 @@ class ChunkStep:
         if not call.valid:
             log.warning("chunk %d: malformed delegation dropped: %s", index, call.error)
             return
-        if call.action == "retry" and call.target in stream.failed:
-            stream.failed.remove(call.target)  # one retry per failure shown
+        shown = call.target if call.action == "retry" else None
+        if shown is not None and shown in stream.failed:
+            stream.failed.remove(shown)  # one retry per failure shown
         assert call.name is not None and call.arguments is not None
         self.harness.delegate(
             Delegation(
