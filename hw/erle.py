@@ -14,6 +14,7 @@ with the played reference and reports :class:`ErleResult`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
@@ -189,6 +190,7 @@ class Loopback:
     recorded: Float32Array  # same length as what was played
     offset_s: float  # where the playback began in the raw recording (< 0: recording began late)
     gain_db: float  # level of the recording relative to what was played
+    xruns: int = 0  # callbacks PortAudio flagged with an underflow or overflow (a glitch)
 
 
 def loopback(
@@ -205,30 +207,37 @@ def loopback(
     is what was played, shifted by the loop's latency and the streams' start times.
     Lead ``signal`` with at least ``max_offset_s`` of silence: the input stream may
     start after the output. Takes ``len(signal) / sample_rate + 2 * max_offset_s``.
-    Raises ``DeviceError`` when a stream cannot be opened or records nothing.
+    The streams ask for PortAudio's high latency, so a loaded machine glitches less;
+    ``Loopback.xruns`` counts the callbacks that still saw an underflow or overflow (a
+    take with xruns may be shifted part-way through). Raises ``DeviceError`` when a
+    stream cannot be opened or records nothing.
     """
     import sounddevice as sd
 
     pad = np.zeros(round(max_offset_s * sample_rate), np.float32)
     played = np.concatenate([signal.astype(np.float32), pad])
     rec = np.zeros(len(played) + len(pad), np.float32)
-    pos = {"out": 0, "in": 0}
+    pos = {"out": 0, "in": 0, "xruns": 0}
     done = threading.Event()
 
-    def out_cb(outdata: NDArray[np.float32], frames: int, _t: object, _s: object) -> None:
+    def out_cb(outdata: NDArray[np.float32], frames: int, _t: object, s: object) -> None:
+        if _glitched(s) and pos["out"] < len(played):
+            pos["xruns"] += 1
         chunk = played[pos["out"] : pos["out"] + frames]
         outdata[: len(chunk), 0] = chunk
         outdata[len(chunk) :, 0] = 0.0
         pos["out"] += frames
 
-    def in_cb(indata: NDArray[np.float32], frames: int, _t: object, _s: object) -> None:
+    def in_cb(indata: NDArray[np.float32], frames: int, _t: object, s: object) -> None:
+        if _glitched(s) and pos["in"] < len(rec):
+            pos["xruns"] += 1
         take = min(frames, len(rec) - pos["in"])
         rec[pos["in"] : pos["in"] + take] = indata[:take, 0]
         pos["in"] += take
         if pos["in"] >= len(rec):
             done.set()
 
-    kw = {"samplerate": sample_rate, "channels": 1, "dtype": "float32"}
+    kw = {"samplerate": sample_rate, "channels": 1, "dtype": "float32", "latency": "high"}
     try:
         with (
             sd.InputStream(device=input_device, callback=in_cb, **kw),
@@ -241,7 +250,14 @@ def loopback(
         raise DeviceError(
             f"loopback recorded {pos['in']} of {len(rec)} samples; is the input running?"
         )
-    return align(signal.astype(np.float32), rec, sample_rate)
+    aligned = align(signal.astype(np.float32), rec, sample_rate)
+    return dataclasses.replace(aligned, xruns=pos["xruns"])
+
+
+def _glitched(flags: object) -> bool:
+    """Whether a sounddevice ``CallbackFlags`` reports an underflow or overflow."""
+    names = ("input_underflow", "input_overflow", "output_underflow", "output_overflow")
+    return any(getattr(flags, name, False) for name in names)
 
 
 def align(played: Float32Array, recorded: Float32Array, sample_rate: int = 16000) -> Loopback:

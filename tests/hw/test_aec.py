@@ -79,6 +79,34 @@ class Loop:
     near_end: np.ndarray  # the user's speech, zeros elsewhere, same length
 
 
+def take_problem(reference: np.ndarray, take: Loopback) -> str | None:
+    """Why a loopback take is unusable, or None: level off, glitched, or shifted."""
+    if abs(take.gain_db) >= 1.0:
+        return f"came back at {take.gain_db:+.1f} dB"
+    if take.xruns:
+        return f"had {take.xruns} underflow/overflow callbacks"
+    aligned = erle_db(reference, reference - take.recorded)
+    if aligned <= 10:
+        return f"lines up to only {aligned:.1f} dB (shifted part-way through)"
+    return None
+
+
+def take_loopback(reference: np.ndarray, takes: int = 3) -> Loopback:
+    """The first good take of ``reference`` through the null sink, else the last take.
+
+    PulseAudio runs at normal priority beside the other test workers: on a loaded 2-core
+    machine a take once came back at +9 dB, and once shifted part-way through (1.6 dB
+    aligned, in CI under pytest-xdist).
+    """
+    for attempt in range(1, takes + 1):
+        take = loopback(reference, RATE, max_offset_s=0.5)
+        problem = take_problem(reference, take)
+        if problem is None:
+            break
+        logging.getLogger(__name__).warning("loopback take %d %s", attempt, problem)
+    return take
+
+
 @pytest.fixture(scope="module")
 def loop(pulseaudio: PulseServer) -> Loop:
     import sounddevice as sd
@@ -89,15 +117,7 @@ def loop(pulseaudio: PulseServer) -> Loop:
     for _ in range(count):
         sd._initialize()
     reference = np.concatenate([np.zeros(round(LEAD_S * RATE), np.float32), speak(FAR_TEXT)])
-    recorded = loopback(reference, RATE, max_offset_s=0.5)
-    for attempt in range(2):  # the shared sink once gave a glitched take (+9 dB, unaligned)
-        if abs(recorded.gain_db) < 1.0:
-            break
-        logging.getLogger(__name__).warning(
-            "loopback take %d came back at %+.1f dB; recording again", attempt + 1,
-            recorded.gain_db,
-        )  # fmt: skip
-        recorded = loopback(reference, RATE, max_offset_s=0.5)
+    recorded = take_loopback(reference)
     near = np.zeros_like(reference)
     voice = 0.5 * speak(NEAR_TEXT, "en+f3")
     start = round(NEAR_AT_S * RATE)
@@ -109,6 +129,7 @@ def test_the_loop_returns_what_was_played(loop: Loop) -> None:
     rec = loop.recorded
     assert abs(rec.gain_db) < 1.0  # the null sink passes the signal at unit gain
     assert erle_db(loop.reference, loop.reference - rec.recorded) > 10  # aligned
+    assert take_problem(loop.reference, rec) is None
 
 
 @pytest.mark.parametrize("delay_ms", [30, 50, 80])
@@ -237,3 +258,15 @@ def test_erle_arithmetic_and_alignment() -> None:
     result = measure_erle(PassThrough("off"), x, x, converge_s=0.5)
     assert result.erle_db == pytest.approx(0.0, abs=1e-6)
     assert result.near_end_kept_db is None
+
+
+def test_a_take_counts_underflows_and_overflows_not_priming() -> None:
+    import sounddevice as sd
+
+    from venus.hw.erle import _glitched
+
+    lib = sd._lib
+    assert not _glitched(sd.CallbackFlags())
+    assert not _glitched(sd.CallbackFlags(lib.paPrimingOutput))
+    for flag in (lib.paInputUnderflow, lib.paInputOverflow, lib.paOutputUnderflow):
+        assert _glitched(sd.CallbackFlags(flag))
