@@ -253,7 +253,9 @@ def _open_harness(cfg: VenusConfig, journal: Path, degrade: bool = False) -> Har
 
     try:
         harness = Harness.open(
-            journal, harness_transports(cfg), HarnessSettings(site_id=cfg.harness.site_id)
+            journal,
+            harness_transports(cfg),
+            HarnessSettings(site_id=cfg.harness.site_id, max_attempts=cfg.harness.max_attempts),
         )
     except HarnessError as e:
         if not degrade:

@@ -286,6 +286,13 @@ class HarnessConfig:
     retention_days: StrictInt = Field(
         default=30, ge=1, le=3650, description="Finished work items and evidence kept this long."
     )
+    max_attempts: StrictInt = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="Dispatches of an idempotent item that fails retryably (a timeout, a "
+        "lost worker), and makings in a row of one call the model retries.",
+    )
     idle_speech_ratio: StrictFloat = Field(
         default=0.2,
         ge=0.0,

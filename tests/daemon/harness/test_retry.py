@@ -110,3 +110,26 @@ def test_an_item_is_retried_once_and_a_call_made_at_most_max_attempts_times_in_a
     revised = failed(harness, "00000005" + "0" * 24)
     decide(harness, "retry", revised)
     assert items(harness)[-1][1] == revised
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])
+def test_the_daemons_harness_takes_max_attempts_from_its_config(
+    tmp_path: Path, max_attempts: int
+) -> None:
+    from venus.daemon.config import parse_config
+    from venus.daemon.run_cli import _open_harness
+
+    cfg = parse_config({"harness": {"broker_url": "", "max_attempts": max_attempts}})
+    made = _open_harness(cfg, tmp_path / "journal.sqlite3")  # what `venus run` starts
+    assert made is not None
+    try:
+        bad = {"expression": "2 +"}  # the built-in calculator fails on it, every time
+        last = failed(made, made.submit(Capture("calculator", bad, SESSION, item_id="a" * 32)))
+        for _ in range(max_attempts - 1):
+            decide(made, "retry", last)
+            newest = made.core.journal.items(session_id=SESSION)[0]
+            last = failed(made, newest.id)
+        decide(made, "retry", last)  # one making too many: refused
+        assert len(items(made)) == max_attempts
+    finally:
+        made.stop()
