@@ -5,17 +5,20 @@ delegation becomes a new item with its evidence, dispatched and answered."""
 from __future__ import annotations
 
 import itertools
+import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from support.frontend import config, write_wav
-from support.scripted import CALL, Scripted
+from support.scripted import CALL, WORDS, Scripted, swap_tokenizer
 
 from venus.capabilities.contract import Contract
 from venus.capabilities.inprocess import Capability, Context, InProcessTransport
 from venus.daemon.frontend.offline import OfflineRun, run_offline
-from venus.daemon.harness.core import Capture
+from venus.daemon.harness.core import SHORT_ID, Capture
 from venus.daemon.harness.service import Harness
 from venus.daemon.harness.states import State
 from venus.engines.options import EngineOptions
@@ -73,20 +76,25 @@ def _after_a_result(
     answer: Callable[[Context], str],
     seconds: int,
     paced: bool = False,
+    engines_dir: Path | None = None,
+    first_id: str | None = None,
 ) -> tuple[str, OfflineRun]:
     """A weather item answered by ``answer`` before the run, then ``seconds`` of silence
     run offline with the harness (journal ``tmp_path/journal.sqlite3``): the scripted
     model answers the offered result with a reply that calls weather again, and so on.
-    Returns the first item's id and the run."""
+    Returns the first item's id and the run; ``engines_dir``: other engines of the same
+    weights, ``first_id``: the first item's id."""
     transport = InProcessTransport([Capability(WEATHER, answer)])
     harness = Harness.open(tmp_path / "journal.sqlite3", [transport])
     harness.start()
     try:
-        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION))
+        ids = {} if first_id is None else {"item_id": first_id}
+        first = harness.submit(Capture("weather", {"city": "Lyon"}, SESSION, **ids))
         assert harness.wait(first, 10) is not None
-        engines = Engines.open(scripted.engines, EngineOptions())
+        engines_dir = engines_dir or scripted.engines
+        engines = Engines.open(engines_dir, EngineOptions())
         done = run_offline(
-            config(scripted.engines),
+            config(engines_dir),
             engines,
             _silent(write_wav(tmp_path / "silence.wav", seconds, seed=1)),
             tmp_path / "out",
@@ -206,3 +214,43 @@ def test_a_paced_run_gets_its_results_on_the_inputs_clock(
     assert len(calls) >= 3, calls
     gaps = [b - a for a, b in itertools.pairwise(calls)]
     assert min(gaps) >= latency_s, calls  # no result before its capability answered
+
+
+def test_the_model_retries_a_failed_call_once_end_to_end(
+    scripted_export: Scripted, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The frontend reads the failure from the offered result, the call grammar lets the
+    span name it, the harness makes the same call again as a new item superseding it;
+    the reply to that item's answer retries the same id again, and the harness refuses
+    it (the grammar's list was spent, so the span was open again)."""
+    failed_id = "f" * 32
+    retry = json.dumps({"retry": failed_id[:SHORT_ID]})  # as the training data writes it
+    words = {(retry if text == CALL else text): n for text, n in WORDS.items()}
+    engines = swap_tokenizer(scripted_export.engines, tmp_path / "retrying", words)
+    calls = itertools.count()
+
+    def down_once(ctx: Context) -> str:
+        if next(calls) == 0:
+            raise RuntimeError("the weather service is down")
+        return weather(ctx)
+
+    with caplog.at_level(logging.WARNING, logger="venus.daemon.harness.core"):
+        first, _ = _after_a_result(
+            scripted_export, tmp_path, down_once, 8, paced=True, engines_dir=engines,
+            first_id=failed_id,
+        )  # fmt: skip
+    assert first == failed_id
+
+    from venus.daemon.harness.journal import Journal
+
+    with Journal.open(tmp_path / "journal.sqlite3", read_only=True) as journal:
+        made = journal.items(session_id=SESSION)
+        assert len(made) == 2, made  # the second retry of the same item made nothing
+        again = next(i for i in made if i.id != failed_id)
+        assert (again.supersedes, again.capability, dict(again.arguments)) == (
+            failed_id,
+            "weather",
+            {"city": "Lyon"},
+        )
+        assert again.state is State.DELIVERED, again  # answered, read and said
+    assert any("superseded it already" in r.getMessage() for r in caplog.records)
