@@ -2,7 +2,10 @@
 
 Figures come from the reference modules themselves, built on torch's ``meta`` device (no
 memory, no weights) and run through one chunk's work under ``FlopCounterMode``, so they
-cannot drift from the code. What one chunk does (a speaking chunk, the expensive case):
+cannot drift from the code. A stack deeper than two layers is run on one layer and on
+two, and counted as the first plus (layers - 1) times the second's addition: its layers
+are the same module on the same shapes, so this is exact, and venus-9b is counted in
+seconds. What one chunk does (a speaking chunk, the expensive case):
 
 - audio encoder: one chunk through the conv front end, the transformer over its full
   window (this chunk plus ``left_context_chunks``), pooling and the projector;
@@ -21,6 +24,7 @@ block of 32 (MatMulNBits' default).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -160,27 +164,81 @@ def chunk_workloads(model: VenusModel, cfg: ModelConfig) -> dict[str, Callable[[
     return {name: work[name] for name in model.components()}
 
 
-def model_info(cfg: ModelConfig) -> dict[str, Any]:
-    """Parameters, weight bytes and one chunk's FLOPs / bytes moved, per component."""
+# (config section, layer count, the component built from it). Every layer of these stacks
+# is the same module on the same shapes, so the component's FLOPs, weight reads and KV
+# reads are affine in the count (see _chunk_costs).
+LAYER_COUNTS = (
+    ("audio", "layers", "audio_encoder"),
+    ("vision", "layers", "vision_encoder"),
+    ("backbone", "layers", "backbone"),
+    ("speech", "layers", "speech_decoder"),
+    ("flow", "encoder_layers", "flow_decoder"),
+    ("flow", "estimator_layers", "flow_decoder"),
+)
+
+
+def _with_layers(cfg: ModelConfig, counts: dict[tuple[str, str], int]) -> ModelConfig:
+    for (section, name), n in counts.items():
+        part = getattr(cfg, section)
+        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(part, **{name: n})})
+    return cfg
+
+
+def _measure(cfg: ModelConfig, only: str | None = None) -> dict[str, list[int]]:
+    """One chunk's [FLOPs, weight elements read, KV bytes read] per component (``only``:
+    that component's alone)."""
     with torch.device("meta"):
         model = VenusModel(cfg).eval()
-        components: dict[str, Any] = {}
+        costs: dict[str, list[int]] = {}
         for name, run in chunk_workloads(model, cfg).items():
-            module = model.components()[name]
-            params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
-            meter = _Meter(module)
+            if only is not None and name != only:
+                continue
+            meter = _Meter(model.components()[name])
             with torch.no_grad(), FlopCounterMode(display=False) as flops, meter:
                 run()
             meter.close()
-            components[name] = {
-                "params": params,
-                "weight_bytes": {k: round(params * b) for k, b in BYTES_PER_WEIGHT.items()},
-                "chunk_flops": int(flops.get_total_flops()),
-                "chunk_bytes_moved": {
-                    k: round(meter.weights * b) + meter.kv_bytes
-                    for k, b in BYTES_PER_WEIGHT.items()
-                },
-            }
+            costs[name] = [int(flops.get_total_flops()), meter.weights, meter.kv_bytes]
+    return costs
+
+
+def _chunk_costs(cfg: ModelConfig) -> dict[str, list[int]]:
+    """``_measure`` of ``cfg``, with each stack deeper than two layers run on one layer,
+    then on two: a component's cost is affine in each of its layer counts, so the full
+    model's is the one-layer cost plus (count - 1) times what a second layer adds. Exact
+    (tests/export/test_model_info.py runs every layer to check it, and
+    bench/model_costs.json is checked against it): venus-9b takes about 5 s to count,
+    where running its 36 + 24 decoder layers through every step took 27."""
+    deep = {
+        (section, name): (component, n - 1)
+        for section, name, component in LAYER_COUNTS
+        if getattr(cfg, section) is not None and (n := getattr(getattr(cfg, section), name)) > 2
+    }
+    ones = dict.fromkeys(deep, 1)
+    base = _measure(_with_layers(cfg, ones))
+    costs = {component: list(c) for component, c in base.items()}
+    for key, (component, more) in deep.items():
+        two = _measure(_with_layers(cfg, {**ones, key: 2}), component)
+        rows = zip(costs[component], two[component], base[component], strict=True)
+        costs[component] = [x + more * (t - b) for x, t, b in rows]
+    return costs
+
+
+def model_info(cfg: ModelConfig) -> dict[str, Any]:
+    """Parameters, weight bytes and one chunk's FLOPs / bytes moved, per component."""
+    with torch.device("meta"):
+        model = VenusModel(cfg)
+    components: dict[str, Any] = {}
+    for name, (flops, weights, kv_bytes) in _chunk_costs(cfg).items():
+        module = model.components()[name]
+        params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+        components[name] = {
+            "params": params,
+            "weight_bytes": {k: round(params * b) for k, b in BYTES_PER_WEIGHT.items()},
+            "chunk_flops": flops,
+            "chunk_bytes_moved": {
+                k: round(weights * b) + kv_bytes for k, b in BYTES_PER_WEIGHT.items()
+            },
+        }
     total = {
         "params": sum(c["params"] for c in components.values()),
         "chunk_flops": sum(c["chunk_flops"] for c in components.values()),

@@ -137,6 +137,21 @@ def test_decode_moves_the_weights_once_per_step(big: dict) -> None:
     assert c["chunk_bytes_moved"]["int8"] >= weights * (1 + DECODE_STEPS)
 
 
+def test_layers_counted_once_stand_for_every_layer_run() -> None:
+    """model_info runs one and two layers of each stack deeper than two; on tiny widths
+    with every stack deeper (both flow counts too), that equals running every layer."""
+    from venus.export.info import LAYER_COUNTS, _chunk_costs, _measure, _with_layers
+
+    cfg = PRESETS["tiny"]()
+    cfg = _with_layers(cfg, {(section, name): 3 for section, name, _ in LAYER_COUNTS})
+    every = _measure(cfg)
+    assert _chunk_costs(cfg) == every
+    assert (
+        every["flow_decoder"]
+        != _measure(_with_layers(cfg, {("flow", "encoder_layers"): 1}))["flow_decoder"]
+    )  # the counts do change what is counted
+
+
 def test_audio_frontend_has_no_vision() -> None:
     info = model_info(PRESETS["tiny-audio"]())
     assert "vision_encoder" not in info["components"]
