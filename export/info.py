@@ -206,7 +206,7 @@ def _chunk_costs(cfg: ModelConfig) -> dict[str, list[int]]:
     then on two: a component's cost is affine in each of its layer counts, so the full
     model's is the one-layer cost plus (count - 1) times what a second layer adds. Exact
     (tests/export/test_model_info.py runs every layer to check it, and
-    bench/model_costs.json is checked against it): venus-9b takes about 5 s to count,
+    bench/model_costs.json is checked against it): venus-9b takes about 6 s to count,
     where running its 36 + 24 decoder layers through every step took 27."""
     deep = {
         (section, name): (component, n - 1)

@@ -150,6 +150,9 @@ class PulseServer:
                 "--daemonize=yes",
                 "--exit-idle-time=-1",
                 "--use-pid-file=yes",
+                # Nice -11 where allowed (root, as CI runs): the test workers beside it
+                # load both cores, and a starved server glitches the loop (test_aec.py).
+                "--high-priority=yes",
                 "--load=module-native-protocol-unix",
                 f"--load=module-null-sink sink_name={self.sink} rate=48000",
                 "--load=module-always-sink",
