@@ -11,17 +11,14 @@ from __future__ import annotations
 import ctypes
 import io
 import logging
-import os
 import subprocess
 import wave
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import soxr
-from support.services import PulseServer, in_ci, require_binary
+from support.services import PulseServer, audio_priority, in_ci, require_binary
 
 from venus.errors import DeviceError
 from venus.hw.aec import (
@@ -92,23 +89,6 @@ def take_problem(reference: np.ndarray, take: Loopback) -> str | None:
     if aligned <= 10:
         return f"lines up to only {aligned:.1f} dB (shifted part-way through)"
     return None
-
-
-@contextmanager
-def audio_priority(nice: int = -10) -> Iterator[None]:
-    """This thread, and the audio threads the streams start in it, at ``nice`` where
-    allowed (root, as CI runs; else unchanged): on Linux the nice value is per thread and
-    new threads inherit it."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except PermissionError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def take_loopback(reference: np.ndarray, takes: int = 3) -> Loopback:

@@ -222,3 +222,21 @@ def run_pulseaudio(sink: str = "venus_null") -> Iterator[PulseServer]:
     finally:
         server.stop()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@contextmanager
+def audio_priority(nice: int = -10) -> Iterator[None]:
+    """This thread, and the audio threads that streams opened in it start, at ``nice``
+    where allowed (root, as CI runs; else unchanged): on Linux the nice value is per
+    thread and new threads inherit it. The test workers beside an audio test load both
+    cores of a 2-core machine; a starved stream thread glitches the loop."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except PermissionError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from support.services import audio_priority
 
 from venus.daemon.frontend.echo import EchoPath
 from venus.hw.aec import make_echo_canceller
@@ -34,6 +35,7 @@ def voice_like(seconds: float, seed: int = 0) -> np.ndarray:
 def devices(pulseaudio: object) -> Iterator[tuple[Speaker, Microphone]]:
     rescan_devices()
     with (
+        audio_priority(),  # the streams' threads start in it
         Speaker(buffer_ms=BUFFER_MS, source_rate=SOURCE_RATE) as speaker,
         Microphone(chunk_s=0.5) as mic,
     ):
