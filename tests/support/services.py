@@ -230,13 +230,13 @@ def audio_priority(nice: int = -10) -> Iterator[None]:
     where allowed (root, as CI runs; else unchanged): on Linux the nice value is per
     thread and new threads inherit it. The test workers beside an audio test load both
     cores of a 2-core machine; a starved stream thread glitches the loop."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
+    before: int | None = os.getpriority(os.PRIO_PROCESS, 0)
     try:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
     except PermissionError:
-        yield
-        return
+        before = None
     try:
         yield
     finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)
+        if before is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, before)
