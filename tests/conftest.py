@@ -8,6 +8,7 @@ says so in the header and the summary. An explicit ``-m EXPR`` replaces this cho
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -84,6 +85,21 @@ def pytest_terminal_summary(
         terminalreporter.write_line(
             f"left out {count} test(s) marked {marker}: {_EXCLUDED_WHY[marker]}"
         )
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Take out the stderr handler a test's in-process CLI installed (``setup_logging``)
+    and restore the root level. Left in, it writes to that test's captured stream, closed
+    by then, and every later log line from a thread (MQTT, the harness, a capability)
+    prints a "--- Logging error ---" traceback instead."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and type(handler) is logging.StreamHandler:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
