@@ -60,3 +60,40 @@ def test_a_bad_setting_stops_the_script_before_anything_is_made(tmp_path: Path) 
     assert out.returncode == 1
     assert "events.reply_outlast: unknown key; did you mean reply_outlasts_s?" in out.stderr
     assert not (tmp_path / "work" / "train-set").exists()
+
+
+def _make(work: Path, tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    venus = tmp_path / "venus"
+    venus.write_text(STAND_IN)
+    venus.chmod(0o755)
+    env = {**os.environ, "VENUS": str(venus), "PYTHON": sys.executable,
+           "CALLS": str(tmp_path / "calls"),
+           "REAL_VENUS": str(Path(sys.executable).with_name("venus")),
+           "SAMPLES": "2", "VAL_SAMPLES": "2", "HELDOUT_WITH": "samples=2", **env_extra}  # fmt: skip
+    return subprocess.run(
+        [str(ROOT / "scripts" / "make-venus-tiny"), str(work)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def test_reuse_links_an_earlier_runs_stages_and_they_refuse_other_settings(
+    tmp_path: Path,
+) -> None:
+    first, second, third = tmp_path / "first", tmp_path / "second", tmp_path / "third"
+    assert _make(first, tmp_path).returncode == 3  # the sets made, stopped at training
+    out = _make(second, tmp_path, REUSE=str(first))
+    assert out.returncode == 3, out.stderr
+    for stage in ("train-set", "heldout", "val-set"):
+        assert (second / stage).is_symlink(), stage
+        assert (second / stage).resolve() == (first / stage).resolve(), stage
+    assert out.stderr.count("2 of 2 samples already written; resuming") == 3, out.stderr
+    assert not (second / "voice").exists()  # the first run has none (the stand-in's voice)
+    # a training set of other settings is not passed off as the earlier one
+    before = (first / "train-set" / "config.toml").read_text()
+    out = _make(third, tmp_path, REUSE=str(first), TRAIN_SET_WITH="delegation.talk_on_p=0.15")
+    assert out.returncode == 1, out.stderr
+    assert "was made with another config (delegation.talk_on_p = 0.0 there, 0.15 now)" in out.stderr
+    assert (first / "train-set" / "config.toml").read_text() == before
+    out = _make(tmp_path / "fourth", tmp_path, REUSE=str(tmp_path / "nowhere"))
+    assert out.returncode == 1
+    assert "REUSE=" in out.stderr and "is not a directory" in out.stderr
