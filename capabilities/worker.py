@@ -182,6 +182,12 @@ class Worker:
             return
         self._taking = False
         self._transport.stop(timeout_s)
+        # A call the dispatcher was handing to the transport as it stopped (accepted, not
+        # yet queued) is answered cancelled on the dispatcher's thread: let that reply go
+        # out before the client disconnects.
+        self._inbox.put(None)
+        if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
+            self._dispatcher.join(timeout_s)
         info = self._client.publish(
             protocol.status_topic(self.node_id), protocol.OFFLINE.to_json(), qos=1, retain=True
         )
@@ -192,9 +198,6 @@ class Worker:
                 log.warning("worker %s: could not publish offline: %s", self.node_id, e)
         self._client.disconnect()
         stop_loop(self._client)
-        self._inbox.put(None)
-        if self._dispatcher is not None:
-            self._dispatcher.join(timeout_s)
         log.info("worker %s stopped", self.node_id)
 
     # --- paho's callbacks: no blocking work here -----------------------------------------

@@ -26,6 +26,7 @@ from support.services import Broker
 
 from venus.capabilities.builtin import BUILTINS
 from venus.capabilities.mqtt_socket import stop_loop
+from venus.capabilities.transport import Accepted
 from venus.capabilities.worker import Context, Worker, capability, schema_for
 from venus.capabilities.worker_cli import load_capabilities, read_credentials
 from venus.errors import CapabilityError
@@ -336,6 +337,29 @@ def test_duplicate_calls_are_answered_once(worker: Worker, daemon: Daemon) -> No
 
 def test_stop_cancels_in_flight_and_publishes_offline(mosquitto: Broker, daemon: Daemon) -> None:
     worker = start_worker(mosquitto)
+    item = daemon.call("wait", {})
+    assert json.loads(daemon.next(f"{ROOT}/w1/reply/d1")[0])["event"] == "accepted"
+    worker.stop(WAIT_S)
+    (result,) = daemon.replies(item)
+    assert result["status"] == "cancelled"
+    assert daemon.next(f"{ROOT}/w1/status")[0] == b"offline"
+
+
+def test_stop_answers_a_call_accepted_but_not_yet_queued(
+    mosquitto: Broker, daemon: Daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race CI once lost: the daemon hears "accepted" and the worker stops before its
+    dispatcher has queued the call. The transport answers it cancelled on the dispatcher's
+    thread; the reply must leave before the disconnect. Held open here for 0.5 s."""
+    worker = start_worker(mosquitto)
+    emit = worker._transport._emit
+
+    def slow_after_accepted(event: Any) -> None:
+        emit(event)
+        if isinstance(event, Accepted):
+            time.sleep(0.5)
+
+    monkeypatch.setattr(worker._transport, "_emit", slow_after_accepted)
     item = daemon.call("wait", {})
     assert json.loads(daemon.next(f"{ROOT}/w1/reply/d1")[0])["event"] == "accepted"
     worker.stop(WAIT_S)
