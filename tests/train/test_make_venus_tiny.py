@@ -69,7 +69,8 @@ def _make(work: Path, tmp_path: Path, **env_extra: str) -> subprocess.CompletedP
     env = {**os.environ, "VENUS": str(venus), "PYTHON": sys.executable,
            "CALLS": str(tmp_path / "calls"),
            "REAL_VENUS": str(Path(sys.executable).with_name("venus")),
-           "SAMPLES": "2", "VAL_SAMPLES": "2", "HELDOUT_WITH": "samples=2", **env_extra}  # fmt: skip
+           "SAMPLES": "2", "VAL_SAMPLES": "2", "HELDOUT_WITH": "samples=2",
+           **env_extra}  # fmt: skip
     return subprocess.run(
         [str(ROOT / "scripts" / "make-venus-tiny"), str(work)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
