@@ -23,45 +23,6 @@ esac
 """
 
 
-def test_the_set_knobs_reach_the_sets_they_name(tmp_path: Path) -> None:
-    venus = tmp_path / "venus"
-    venus.write_text(STAND_IN)
-    venus.chmod(0o755)
-    calls, work = tmp_path / "calls", tmp_path / "work"
-    env = {**os.environ, "VENUS": str(venus), "PYTHON": sys.executable, "CALLS": str(calls),
-           "REAL_VENUS": str(Path(sys.executable).with_name("venus")),
-           "SAMPLES": "2", "VAL_SAMPLES": "2",
-           "TRAIN_SET_WITH": "events.reply_outlasts_s=2.0 delegation.talk_on_p=0.15",
-           "HELDOUT_WITH": "samples=2 events.reply_outlasts_s=2.0"}  # fmt: skip
-    out = subprocess.run(
-        [str(ROOT / "scripts" / "make-venus-tiny"), str(work)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert out.returncode == 3, out.stderr  # the stand-in stops at the first training stage
-    made = {name: load_config(work / name / "config.toml")
-            for name in ("train-set", "val-set", "heldout")}  # fmt: skip
-    for name, config in made.items():
-        assert config.events.reply_outlasts_s == 2.0, name
-        assert config.samples == 2, name
-    assert made["train-set"].delegation.talk_on_p == 0.15
-    assert made["val-set"].delegation.talk_on_p == 0.15  # the training set's config, cut
-    assert made["val-set"].output.full_duplex_bench
-    assert made["heldout"].delegation.talk_on_p == 0.0  # only what HELDOUT_WITH names
-    assert calls.read_text().splitlines()[-1].startswith("train --config")
-
-
-def test_a_bad_setting_stops_the_script_before_anything_is_made(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHON": sys.executable, "SAMPLES": "2",
-           "VENUS": str(Path(sys.executable).with_name("venus")),
-           "TRAIN_SET_WITH": "events.reply_outlast=2.0"}  # fmt: skip
-    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "work")],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=False)  # fmt: skip
-    assert out.returncode == 1
-    assert "events.reply_outlast: unknown key; did you mean reply_outlasts_s?" in out.stderr
-    assert not (tmp_path / "work" / "train-set").exists()
-
-
 def _make(work: Path, tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
     venus = tmp_path / "venus"
     venus.write_text(STAND_IN)
@@ -75,6 +36,36 @@ def _make(work: Path, tmp_path: Path, **env_extra: str) -> subprocess.CompletedP
         [str(ROOT / "scripts" / "make-venus-tiny"), str(work)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
+
+
+def test_the_set_knobs_reach_the_sets_they_name(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    out = _make(work, tmp_path,
+                TRAIN_SET_WITH="events.reply_outlasts_s=2.0 delegation.talk_on_p=0.15",
+                HELDOUT_WITH="samples=2 events.reply_outlasts_s=2.0")  # fmt: skip
+    assert out.returncode == 3, out.stderr  # the stand-in stops at the first training stage
+    made = {name: load_config(work / name / "config.toml")
+            for name in ("train-set", "val-set", "heldout")}  # fmt: skip
+    for name, config in made.items():
+        assert config.events.reply_outlasts_s == 2.0, name
+        assert config.samples == 2, name
+    assert made["train-set"].delegation.talk_on_p == 0.15
+    assert made["val-set"].delegation.talk_on_p == 0.15  # the training set's config, cut
+    assert made["val-set"].output.full_duplex_bench
+    assert made["heldout"].delegation.talk_on_p == 0.0  # only what HELDOUT_WITH names
+    assert (tmp_path / "calls").read_text().splitlines()[-1].startswith("train --config")
+
+
+def test_a_bad_setting_stops_the_script_before_anything_is_made(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHON": sys.executable, "SAMPLES": "2",
+           "VENUS": str(Path(sys.executable).with_name("venus")),
+           "TRAIN_SET_WITH": "events.reply_outlast=2.0"}  # fmt: skip
+    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "work")],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert out.returncode == 1
+    assert "events.reply_outlast: unknown key; did you mean reply_outlasts_s?" in out.stderr
+    assert not (tmp_path / "work" / "train-set").exists()
 
 
 def test_reuse_links_an_earlier_runs_stages_and_they_refuse_other_settings(
