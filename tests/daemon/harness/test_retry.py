@@ -110,6 +110,8 @@ def test_an_item_is_retried_once_and_a_call_made_at_most_max_attempts_times_in_a
     revised = failed(harness, "00000005" + "0" * 24)
     decide(harness, "retry", revised)
     assert items(harness)[-1][1] == revised
+    # made, not refused; and waited for, so no call is still running at teardown
+    failed(harness, "00000006" + "0" * 24)
 
 
 @pytest.mark.parametrize("max_attempts", [1, 2])
