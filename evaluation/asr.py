@@ -10,9 +10,14 @@ on what a listener would miss, not a measure of it (docs/evaluation.md has figur
 Install it with the ``asr`` extra: ``pip install 'venus[asr]'``.
 
 Word error rates come from ``jiwer`` (the usual implementation: a word-level edit
-distance) on normalised text: lower case, everything but letters, digits and apostrophes
-turned into spaces. Digits are not spelled out: a reference "20" against a heard
-"twenty" is one substitution.
+distance) on normalised text: numbers spelled out as the synthesizers read them, then
+lower case, everything but letters, digits and apostrophes turned into spaces. The
+spelling (``spell_numbers``) is American English without "and" ("1440" -> "one thousand
+four hundred forty", "-3" -> "minus three", "0.25" -> "zero point two five"), which is
+what flite says and what PocketSphinx, whose dictionary has no digits, writes. Before
+2026-12-06 digits were left as written, so every number a reply spoke counted as wrong
+however well it was heard ("1440" heard right was five errors): 2.5 points of the
+recogniser's word error rate on the data's own replies (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -36,14 +41,15 @@ __all__ = [
     "Word",
     "WordErrors",
     "normalise_text",
+    "spell_numbers",
     "word_errors",
 ]
 
 Samples = NDArray[np.float32]
 
 ASR_MISSING = (
-    "offline ASR needs the pocketsphinx and jiwer packages (its model ships in the wheel): "
-    "pip install 'venus[asr]'"
+    "offline ASR needs the pocketsphinx, jiwer and num2words packages (its model ships in "
+    "the wheel): pip install 'venus[asr]'"
 )
 FRAME_RATE_HZ = 100  # PocketSphinx's default frame rate: segment times are in frames
 # PocketSphinx's documented speed knob: at most this many HMMs searched per frame. On the
@@ -54,6 +60,9 @@ PAD_S = 0.2  # silence kept around each speech segment handed to the recogniser
 FILLERS = re.compile(r"^(<s>|</s>|<sil>|\[[A-Z]+\]|\+\+.*\+\+)$")
 ALTERNATIVE = re.compile(r"\(\d+\)$")  # "the(2)": a dictionary's second pronunciation
 NOT_A_WORD = re.compile(r"[^a-z0-9']+")
+# a number standing alone: "-3", "116.6", "1440", "20,000"; not the digits of "mp3", "3rd"
+NUMBER = re.compile(r"(?<![\w.,])(-?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])")
+DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,27 @@ class PocketSphinx:
             )
 
 
+def spell_numbers(text: str) -> str:
+    """``text`` with each number in words, as flite reads it (module doc): the whole part
+    by ``num2words`` with its "and"s and commas dropped, a fraction digit by digit."""
+    try:
+        from num2words import num2words  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        raise EvaluationError(ASR_MISSING) from None
+
+    def spelled(m: re.Match[str]) -> str:
+        sign, whole, fraction = m.groups()
+        said = num2words(int(whole.replace(",", ""))).replace(",", " ").replace("-", " ")
+        words = [w for w in said.split() if w != "and"]
+        if sign:
+            words.insert(0, "minus")
+        if fraction:
+            words += ["point", *(DIGIT_NAMES[int(d)] for d in fraction)]
+        return " ".join(words)
+
+    return NUMBER.sub(spelled, text)
+
+
 def normalise_text(text: str) -> str:
     """Lower case; everything but letters, digits and apostrophes turned into spaces."""
     return " ".join(NOT_A_WORD.sub(" ", text.lower()).split())
@@ -162,12 +192,13 @@ NO_ERRORS = WordErrors(0, 0, 0, 0)
 
 
 def word_errors(reference: str, heard: str) -> WordErrors:
-    """The edit counts of ``heard`` against ``reference`` (both normalised first)."""
+    """The edit counts of ``heard`` against ``reference`` (both with their numbers spelled
+    out, then normalised)."""
     try:
         import jiwer
     except ImportError:
         raise EvaluationError(ASR_MISSING) from None
-    ref, hyp = normalise_text(reference), normalise_text(heard)
+    ref, hyp = (normalise_text(spell_numbers(t)) for t in (reference, heard))
     if not ref:
         return WordErrors(0, 0, 0, len(hyp.split()))
     if not hyp:

@@ -13,7 +13,13 @@ import pytest
 from venus.daemon.frontend.timeline import ChunkRecord, TimelineWriter
 from venus.datagen.tts import Voice, synthesize
 from venus.errors import EvaluationError
-from venus.evaluation.asr import PocketSphinx, WordErrors, normalise_text, word_errors
+from venus.evaluation.asr import (
+    PocketSphinx,
+    WordErrors,
+    normalise_text,
+    spell_numbers,
+    word_errors,
+)
 from venus.evaluation.asr_run import reference_text, transcribe_outputs
 
 RATE = 16000
@@ -38,6 +44,31 @@ def test_word_errors_count_edits_on_normalised_text() -> None:
     assert word_errors("two words", "") == WordErrors(2, 0, 2, 0)
     assert (WordErrors(3, 1, 0, 1) + WordErrors(2, 0, 2, 0)).wer == pytest.approx(4 / 5)
     assert normalise_text("It's 20°C -- in Tokyo?") == "it's 20 c in tokyo"
+
+
+def test_numbers_are_spelled_as_the_synthesizer_says_them() -> None:
+    assert spell_numbers("A day has 1440 minutes.") == (
+        "A day has one thousand four hundred forty minutes."
+    )
+    assert spell_numbers("20 minus 36 is -16, about 0.50 or 20,000") == (
+        "twenty minus thirty six is minus sixteen, about zero point five zero or twenty thousand"
+    )
+    assert spell_numbers("mp3, the 3rd, v1.5 and 92-3") == "mp3, the 3rd, v1.5 and ninety two-three"
+    # a heard number in words matches the written one; before, "1440" was five errors
+    heard = "a day has one thousand four hundred forty minutes"
+    assert word_errors("A day has 1440 minutes.", heard) == WordErrors(9, 0, 0, 0)
+    assert word_errors("It is -3 degrees.", "it is three degrees") == WordErrors(5, 0, 1, 0)
+
+
+@pytest.mark.parametrize("text", ["set a timer for 1440 seconds", "it will be around -3 degrees"])
+def test_spoken_numbers_are_heard_right(recognizer: PocketSphinx, text: str) -> None:
+    """flite reads the digits; PocketSphinx, whose dictionary has no digits, writes words;
+    the numbers' words count as heard (kal16: the assistant's voice in the data)."""
+    heard = recognizer.transcribe(0.5 * synthesize(text, Voice("flite", "kal16")), RATE).text
+    spoken = normalise_text(spell_numbers(text)).split()
+    number_words = [w for w in spoken if w not in text.split()]
+    assert number_words and all(w in heard.split() for w in number_words), heard
+    assert word_errors(text, heard).wer <= 2 / len(spoken), heard
 
 
 def test_a_clear_sentence_is_heard_at_its_place(recognizer: PocketSphinx, sentence) -> None:
