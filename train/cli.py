@@ -16,7 +16,9 @@ runs (docs/training.md). Only the assistant's positions are supervised.
 
 OUT becomes a checkpoint for `venus export` (config.json, safetensors, a byte-level BPE
 tokenizer.json trained on the set) with OUT/train/: the recipe, a resumable state, the
-loss history and loss.png. Stopped, the same command resumes from the last state. With
+loss history and loss.png. Stopped, the same command resumes from the last state; Ctrl-C
+or SIGTERM (systemctl stop, kill) ends the step in hand and saves the state first, then
+exits 130 or 143 (a second one stops at once, back to the last saved state). With
 train.keep = "balanced_events" a run that ends on a step it did not keep writes that step
 as OUT/last too (scripts/closed-loop-validation compares the two in the closed loop).
 
@@ -148,6 +150,8 @@ def _train(args: argparse.Namespace) -> int:
         cfg, args.data, args.out, write_line,
         voice=args.voice, device=args.device, jobs=jobs, init=args.init, val_data=args.val_data,
     )  # fmt: skip
+    if result.stopped_by is not None:  # the state is saved; the same command goes on
+        return 128 + int(result.stopped_by)
     which = f" (the checkpoint is step {result.kept}'s)" if 0 < result.kept < result.steps else ""
     print(f"{result.steps} steps{which}; validation {_figures(result.metrics)}: {args.out}")  # noqa: T201
     return 0

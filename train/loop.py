@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,8 +56,10 @@ from venus.train.listen import listen_losses, listening_line, measure_listening,
 from venus.train.progress import Pace, plot_history, step_line, step_record
 from venus.train.runlog import append, note_machine, restore, same_recipe, save_state
 from venus.train.saved import offered
+from venus.train.schedule import batch_indices, lr_factor, sampling_share, step_draws
 from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
+from venus.train.stopping import stop_requests
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
 from venus.train.voice import Voice, load_voice, load_voice_weights
@@ -77,7 +79,6 @@ log = logging.getLogger(__name__)
 TRAINED = ("backbone", "audio_encoder", "vision_encoder")
 TRAINED_WITH_VOICE = (*TRAINED, "speech_decoder")
 PROGRESS_EVERY_S = 5.0
-FINAL_LR = 0.1  # of the peak, at the last step
 
 
 @dataclass(frozen=True)
@@ -88,47 +89,13 @@ class TrainResult:
     metrics: dict[str, float]  # the checkpoint's validation (the last unless train.keep)
     baseline: dict[str, float]  # the same validation before any step
     kept: int = 0  # the step the checkpoint holds (``steps`` unless train.keep chose another)
-
-
-def _lr_factor(step: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    span = max(1, cfg.steps - cfg.warmup_steps)
-    progress = min(1.0, (step - cfg.warmup_steps) / span)
-    return FINAL_LR + (1 - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def _sampling(step: int, cfg: TrainConfig) -> float:
-    """Scheduled sampling's share at ``step``: from 0 linearly to ``speech_sampling`` at
-    half the run, then held (the decoder first learns from the data's units alone)."""
-    return cfg.speech_sampling * min(1.0, step / max(1, cfg.steps // 2))
-
-
-def _draws(step: int, cfg: TrainConfig, device: torch.device) -> torch.Generator | None:
-    """The random draws of ``step`` (scheduled sampling): seeded by the run and the step,
-    so a resumed run draws what an uninterrupted one would (on the same kind of device:
-    CPU and CUDA generators differ); apart from the crops' draws
-    (``_batch``), which the same seed would otherwise repeat."""
-    if not cfg.speech_sampling:
-        return None
-    return torch.Generator(device=device).manual_seed((1 << 62) + cfg.seed * 1_000_003 + step)
-
-
-def _batch_indices(step: int, n: int, size: int, seed: int) -> list[int]:
-    """Step ``step``'s examples: epoch-wise seeded permutations, the same on a resume."""
-    out: list[int] = []
-    start = step * size
-    while len(out) < min(size, n):
-        epoch, offset = divmod(start + len(out), n)
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
-        out += perm[offset : offset + size - len(out)].tolist()
-    return out
+    stopped_by: signal.Signals | None = None  # a signal stopped the run early (stopping.py)
 
 
 def _batch(run: _Run, step: int, cfg: TrainConfig) -> list[Example]:
     """Step ``step``'s examples, a ``cfg.crop`` share of them cut to start at one of their
     crop points (``data.crop_starts``); the draws depend only on the seed and the step."""
-    idx = _batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
+    idx = batch_indices(step, len(run.train), cfg.batch_size, cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     draws = torch.rand(len(idx), generator=g).tolist()
     picks = torch.randint(0, 1 << 30, (len(idx),), generator=g).tolist()
@@ -344,7 +311,7 @@ def train(
     )
     optim = torch.optim.AdamW([p for g in groups.values() for p in g], lr=cfg.learning_rate,
                               weight_decay=cfg.weight_decay)  # fmt: skip
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: _lr_factor(s, cfg))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: lr_factor(s, cfg))
     history = run.work / "history.jsonl"
     parts = {"model": model, "optim": optim, "sched": sched, "listen": listen,
              "addressee": addressee}  # fmt: skip
@@ -361,33 +328,52 @@ def train(
     note_machine(run.work, step, str(where))
     model.train()
     shown, pace = time.monotonic(), Pace(step)
-    while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
-        with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
-            losses = forward(step)
-            optim.zero_grad(set_to_none=True)
-            losses.total.backward()  # type: ignore[no-untyped-call]
-        clip_gradients(groups, cfg.clip)
-        optim.step()
-        sched.step()
-        step += 1
-        total = float(losses.total.detach())
-        append(history, step_record(step, total, losses, float(sched.get_last_lr()[0])))
-        if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
-            shown = time.monotonic()
-            write(step_line(step, cfg.steps, total, losses, pace.rate(step)))
-        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            metrics = measure()
-            append(history, {"step": step, "validation": metrics})
-            write(line(step, metrics))
-            stays = kept.offer(step, metrics)
-            _save_state(run.work / "state.pt", _state(run, data, parts, {
-                "step": step, "baseline": baseline, "metrics": metrics, "kept": kept.best,
-            }), history)  # fmt: skip
-            offered(model, run, out, (step, cfg), metrics, baseline, kept, stays, write)
+    with stop_requests(write) as stop:  # a signal ends the step and saves (stopping.py)
+        while (step < cfg.steps and not stop.signal
+               and (stop_after is None or step - resumed_from < stop_after)):  # fmt: skip
+            losses, total = _update(forward, step, optim, sched, groups, cfg.clip)
+            step += 1
+            append(history, step_record(step, total, losses, float(sched.get_last_lr()[0])))
+            if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
+                shown = time.monotonic()
+                write(step_line(step, cfg.steps, total, losses, pace.rate(step)))
+            validated = step % cfg.checkpoint_every == 0 or step == cfg.steps
+            if validated:
+                metrics = measure()
+                append(history, {"step": step, "validation": metrics})
+                write(line(step, metrics))
+                stays = kept.offer(step, metrics)
+            if validated or stop.signal:
+                _save_state(run.work / "state.pt", _state(run, data, parts, {
+                    "step": step, "baseline": baseline, "metrics": metrics, "kept": kept.best,
+                }), history)  # fmt: skip
+            if validated:
+                offered(model, run, out, (step, cfg), metrics, baseline, kept, stays, write)
+    if stop.signal:
+        write(f"train: stopped at step {step}/{cfg.steps}, the state saved; the same "
+              "command goes on from it")  # fmt: skip
     if step == cfg.steps:
         write(f"train: wrote the checkpoint {out}{kept.which(step)} "
               f"(export it with `venus export {out}`)")  # fmt: skip
-    return kept.result(TrainResult(out, step, resumed_from, metrics, baseline))
+    ended = TrainResult(out, step, resumed_from, metrics, baseline, stopped_by=stop.signal)
+    return kept.result(ended)
+
+
+def _update(
+    forward: Callable[[int], Losses], step: int, optim: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler, groups: dict[str, list[torch.nn.Parameter]],
+    clip: str,
+) -> tuple[Losses, float]:  # fmt: skip
+    """Step ``step``: its losses, their gradients (clipped by group), the optimiser's and
+    the schedule's step; the losses and their total."""
+    with torch.enable_grad():  # whatever the caller set (venus bench turns it off)
+        losses = forward(step)
+        optim.zero_grad(set_to_none=True)
+        losses.total.backward()  # type: ignore[no-untyped-call]
+    clip_gradients(groups, clip)
+    optim.step()
+    sched.step()
+    return losses, float(losses.total.detach())
 
 
 Objective = tuple[
@@ -419,7 +405,7 @@ def _objective(
         augment = MelAugment(cfg.mel_warp, cfg.mel_gain_db, cfg.mel_freq_masks)
 
         def heard(step: int) -> Losses:
-            idx = _batch_indices(step, len(turns), cfg.batch_size, cfg.seed)
+            idx = batch_indices(step, len(turns), cfg.batch_size, cfg.seed)
             draws = torch.Generator().manual_seed(augment_seed(cfg.seed, step))
             return listen_losses(model, listen, [turns[i] for i in idx], augment, draws)
 
@@ -435,8 +421,8 @@ def _objective(
                               event_weight=cfg.event_weight,
                               after_weight=cfg.after_weight,
                               addressee=addressee, addressee_weight=cfg.addressee_weight,
-                              speech_sampling=_sampling(step, cfg),
-                              generator=_draws(step, cfg, where))  # fmt: skip
+                              speech_sampling=sampling_share(step, cfg),
+                              generator=step_draws(step, cfg, where))  # fmt: skip
 
     measure = partial(evaluate, model, held, control=run.control, size=cfg.batch_size,
                       speech_ids=run.speech_ids, listen=listen,

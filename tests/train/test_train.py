@@ -470,14 +470,14 @@ def test_a_run_saved_before_a_key_existed_still_resumes() -> None:
 
 
 def test_scheduled_sampling_ramps_to_its_share_and_draws_the_same_on_a_resume() -> None:
-    from venus.train.loop import _draws, _sampling
+    from venus.train.schedule import sampling_share, step_draws
 
     cfg = TrainConfig(steps=100, speech_sampling=0.4)
-    assert [_sampling(s, cfg) for s in (0, 25, 50, 99)] == [0.0, 0.2, 0.4, 0.4]
+    assert [sampling_share(s, cfg) for s in (0, 25, 50, 99)] == [0.0, 0.2, 0.4, 0.4]
     assert (
-        _sampling(60, TrainConfig(steps=100)) == 0.0
-        and _draws(3, TrainConfig(), torch.device("cpu")) is None
+        sampling_share(60, TrainConfig(steps=100)) == 0.0
+        and step_draws(3, TrainConfig(), torch.device("cpu")) is None
     )
     where = torch.device("cpu")
-    first, again, other = (torch.rand(8, generator=_draws(s, cfg, where)) for s in (7, 7, 8))
+    first, again, other = (torch.rand(8, generator=step_draws(s, cfg, where)) for s in (7, 7, 8))
     assert torch.equal(first, again) and not torch.equal(first, other)

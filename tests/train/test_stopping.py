@@ -1,0 +1,102 @@
+"""A `venus train` stopped by SIGTERM or Ctrl-C (SIGINT) ends its step and saves its state
+before it exits, so the same command goes on from that step, not from the last
+checkpoint (train/stopping.py). Real parts: the CLI in its own process, a real signal, the
+saved state.pt read back, and the resumed run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from venus.train.config import TrainConfig
+
+STEPS, EVERY = 400, 200  # far more steps than the test waits for; no checkpoint before the signal
+
+
+def _steps_run(history: Path) -> int:
+    if not history.is_file():
+        return 0
+    lines = [json.loads(x) for x in history.read_text().splitlines() if x.strip()]
+    return sum("loss" in x for x in lines)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_saves_the_step_in_hand_and_the_same_command_goes_on(
+    small_set: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    from venus.train.loop import train
+
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        f"[train]\nsteps = {STEPS}\nbatch_size = 2\nwarmup_steps = 1\n"
+        f"checkpoint_every = {EVERY}\nthreads = 1\n[data]\nvalidation = 0.34\n"
+    )
+    out = tmp_path / "ck"
+    venus = Path(sys.executable).with_name("venus")
+    cmd = [
+        str(venus),
+        "train",
+        "--config",
+        str(recipe),
+        "--data",
+        str(small_set),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 240
+        while _steps_run(out / "train" / "history.jsonl") < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < end, "no step in 240 s"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig, stderr
+    state = torch.load(out / "train" / "state.pt", weights_only=False)
+    step = int(state["step"])
+    assert 3 <= step < EVERY, step  # the step in hand, not a checkpoint's
+    assert f"train: {sig.name}: ending this step and saving the state" in stderr
+    assert f"train: stopped at step {step}/{STEPS}, the state saved" in stderr
+    assert _steps_run(out / "train" / "history.jsonl") == step
+    assert "Traceback" not in stderr and "steps;" not in stdout  # no finished-run summary
+    # the same recipe goes on from that step (one step more, in-process; another recipe
+    # would be refused, so this is the one the CLI read)
+    lines: list[str] = []
+    cfg = TrainConfig(steps=STEPS, batch_size=2, warmup_steps=1, checkpoint_every=EVERY,
+                      validation=0.34, threads=1)  # fmt: skip
+    again = train(cfg, small_set, out, lines.append, stop_after=1)
+    assert again.resumed_from == step and again.steps == step + 1, lines
+    assert any(f"resuming {out} at step {step}/{STEPS}" in line for line in lines)
+
+
+def test_a_second_signal_acts_as_it_did_before(capsys: pytest.CaptureFixture[str]) -> None:
+    """The first SIGTERM is caught; the next one reaches the handler that was there
+    before (by default: the process ends); leaving the block puts it back."""
+    from venus.train.stopping import stop_requests
+
+    seen: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda s, _f: seen.append(s))
+    try:
+        with stop_requests(print) as stop:
+            assert stop.signal is None
+            signal.raise_signal(signal.SIGTERM)
+            assert stop.signal is signal.SIGTERM and seen == []
+            signal.raise_signal(signal.SIGTERM)
+            assert seen == [signal.SIGTERM]
+        assert "SIGTERM: ending this step" in capsys.readouterr().out
+        with stop_requests(print) as stop:
+            pass
+        signal.raise_signal(signal.SIGTERM)  # outside the block: the earlier handler
+        assert stop.signal is None and seen == [signal.SIGTERM, signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)

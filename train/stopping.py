@@ -1,0 +1,58 @@
+"""A training run stopped by a signal ends its step and saves its state first.
+
+``venus train`` takes minutes to hours and resumes from its saved state, but it saves
+only every ``train.checkpoint_every`` steps (250 steps, half an hour, in the shipped
+recipe on two cores). Stopped by Ctrl-C or ``systemctl stop``/``kill`` between two of
+those, a run lost everything since the last. Inside ``stop_requests()`` the first
+SIGINT or SIGTERM only sets ``signal``: the loop ends the step it is in, saves, and
+returns; a second one acts as it normally would (Ctrl-C twice stops at once).
+
+Handlers can be set only from the main thread; elsewhere (a run started from a worker
+thread) the signals keep their usual meaning.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+CAUGHT = (signals.SIGINT, signals.SIGTERM)
+
+
+class StopRequest:
+    """The signal that asked the run to stop (``signal.Signals``), None until one did."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.signal: signals.Signals | None = None
+        self._write = write
+        self._before: dict[int, Any] = {}
+
+    def _caught(self, signum: int, _frame: FrameType | None) -> None:
+        self.signal = signals.Signals(signum)
+        for s, handler in self._before.items():  # the next one acts as before
+            signals.signal(s, handler)
+        self._write(
+            f"train: {self.signal.name}: ending this step and saving the state "
+            "(again: stop at once, losing the steps since the last save)"
+        )
+
+
+@contextmanager
+def stop_requests(write: Callable[[str], None]) -> Iterator[StopRequest]:
+    """Catch the first SIGINT or SIGTERM while the block runs (module doc)."""
+    request = StopRequest(write)
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    request._before = {s: signals.getsignal(s) for s in CAUGHT}
+    for s in CAUGHT:
+        signals.signal(s, request._caught)
+    try:
+        yield request
+    finally:
+        for signum, handler in request._before.items():
+            signals.signal(signum, handler)
