@@ -328,7 +328,7 @@ def train(
     note_machine(run.work, step, str(where))
     model.train()
     shown, pace = time.monotonic(), Pace(step)
-    with stop_requests(write) as stop:  # a signal ends the step and saves (stopping.py)
+    with stop_requests() as stop:  # a signal ends the step and saves (stopping.py)
         while (step < cfg.steps and not stop.signal
                and (stop_after is None or step - resumed_from < stop_after)):  # fmt: skip
             losses, total = _update(forward, step, optim, sched, groups, cfg.clip)
@@ -350,8 +350,8 @@ def train(
             if validated:
                 offered(model, run, out, (step, cfg), metrics, baseline, kept, stays, write)
     if stop.signal:
-        write(f"train: stopped at step {step}/{cfg.steps}, the state saved; the same "
-              "command goes on from it")  # fmt: skip
+        write(f"train: {stop.signal.name}: stopped at step {step}/{cfg.steps}, the state "
+              "saved; the same command goes on from it")  # fmt: skip
     if step == cfg.steps:
         write(f"train: wrote the checkpoint {out}{kept.which(step)} "
               f"(export it with `venus export {out}`)")  # fmt: skip

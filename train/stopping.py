@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import signal as signals
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -26,25 +26,22 @@ CAUGHT = (signals.SIGINT, signals.SIGTERM)
 class StopRequest:
     """The signal that asked the run to stop (``signal.Signals``), None until one did."""
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self) -> None:
         self.signal: signals.Signals | None = None
-        self._write = write
         self._before: dict[int, Any] = {}
 
     def _caught(self, signum: int, _frame: FrameType | None) -> None:
+        # no output here: a handler that prints can land inside a print of the main
+        # thread's, and buffered streams refuse that ("reentrant call")
         self.signal = signals.Signals(signum)
         for s, handler in self._before.items():  # the next one acts as before
             signals.signal(s, handler)
-        self._write(
-            f"train: {self.signal.name}: ending this step and saving the state "
-            "(again: stop at once, losing the steps since the last save)"
-        )
 
 
 @contextmanager
-def stop_requests(write: Callable[[str], None]) -> Iterator[StopRequest]:
+def stop_requests() -> Iterator[StopRequest]:
     """Catch the first SIGINT or SIGTERM while the block runs (module doc)."""
-    request = StopRequest(write)
+    request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
