@@ -59,7 +59,7 @@ from venus.train.saved import offered
 from venus.train.schedule import batch_indices, lr_factor, sampling_share, step_draws
 from venus.train.sets import train_and_validation, where
 from venus.train.speech_units import decided_units
-from venus.train.stopping import stop_requests
+from venus.train.stopping import StopRequest
 from venus.train.tokenizer import load_tokenizer, train_tokenizer
 from venus.train.validation import evaluate, validation_line
 from venus.train.voice import Voice, load_voice, load_voice_weights
@@ -328,7 +328,7 @@ def train(
     note_machine(run.work, step, str(where))
     model.train()
     shown, pace = time.monotonic(), Pace(step)
-    with stop_requests() as stop:  # a signal ends the step and saves (stopping.py)
+    with StopRequest() as stop:  # a signal ends the step and saves (stopping.py)
         while (step < cfg.steps and not stop.signal
                and (stop_after is None or step - resumed_from < stop_after)):  # fmt: skip
             losses, total = _update(forward, step, optim, sched, groups, cfg.clip)

@@ -73,18 +73,18 @@ def test_a_signal_saves_the_step_in_hand_and_the_same_command_goes_on(
 def test_a_second_signal_acts_as_it_did_before() -> None:
     """The first SIGTERM is caught; the next one reaches the handler that was there
     before (by default: the process ends); leaving the block puts it back."""
-    from venus.train.stopping import stop_requests
+    from venus.train.stopping import StopRequest
 
     seen: list[int] = []
     before = signal.signal(signal.SIGTERM, lambda s, _f: seen.append(s))
     try:
-        with stop_requests() as stop:
+        with StopRequest() as stop:
             assert stop.signal is None
             signal.raise_signal(signal.SIGTERM)
             assert stop.signal is signal.SIGTERM and seen == []
             signal.raise_signal(signal.SIGTERM)
             assert seen == [signal.SIGTERM]
-        with stop_requests() as stop:
+        with StopRequest() as stop:
             pass
         signal.raise_signal(signal.SIGTERM)  # outside the block: the earlier handler
         assert stop.signal is None and seen == [signal.SIGTERM, signal.SIGTERM]
