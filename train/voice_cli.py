@@ -15,8 +15,9 @@ speech decoder which codes to emit (docs/training.md).
 
 VOICE gets units.safetensors, voice.json (the components' configs), flow_decoder and
 vocoder safetensors, and VOICE/train/: the recipe, a resumable state, the history with
-the held-out word error rates (PocketSphinx, the asr extra) and loss.png. Stopped, the
-same command resumes from the last state."""
+the held-out word error rates (PocketSphinx, the asr extra) and loss.png. Ctrl-C or
+SIGTERM ends the step in hand and saves it (twice stops at once); the same command
+resumes from the last state."""
 
 EPILOG = """\
 examples:
@@ -52,6 +53,8 @@ def _train_voice(args: argparse.Namespace) -> int:
         cfg = with_samples(cfg, args.samples)
     train_voice = torch_entry("venus.train.voice_run", "train_voice")
     result = train_voice(cfg, args.data, args.out, write_line)
+    if result.stopped_by is not None:  # the state is saved; the same command goes on
+        return 128 + int(result.stopped_by)
     m = result.metrics
 
     def pct(key: str) -> str:

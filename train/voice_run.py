@@ -18,6 +18,8 @@ vocoder's f0 head agrees with the tracked f0 (median error in cents on frames bo
 voiced, ``f0_cents``; the share of frames whose voicing agrees, ``voicing_agreement``).
 OUT/train/ holds ``recipe.toml``, ``state.pt`` (written atomically), ``history.jsonl``,
 ``metrics.json`` and ``loss.png``; a finished run, rerun, reports it and loads nothing.
+The state is saved at each measurement and when a SIGINT or SIGTERM stops the run: it
+ends the step in hand first (``stopping.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -45,9 +48,10 @@ from venus.export.model.vocoders import AnyVocoder, make_vocoder
 from venus.train.data import read_index
 from venus.train.pitch import f0_agreement
 from venus.train.progress import Pace
-from venus.train.runlog import append, note_machine, pyplot, restore, same_recipe, save_state
+from venus.train.runlog import append, note_machine, restore, same_recipe, save_state
 from venus.train.sets import split
 from venus.train.speech_units import FRAMES_PER_TOKEN, SAMPLE_RATE, Codebook, fit_units
+from venus.train.stopping import StopRequest
 from venus.train.voice import (
     UNITS_FILE,
     VOICE_JSON,
@@ -64,6 +68,7 @@ from venus.train.voice import (
     vocoder_losses,
 )
 from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
+from venus.train.voice_report import LOSS_KEYS, measure_line, plot_voice_history
 
 __all__ = ["Measure", "VoiceResult", "train_voice"]
 
@@ -73,8 +78,6 @@ PROGRESS_EVERY_S = 5.0
 FINAL_LR = 0.1  # of the peak, at a part's last step
 CONTEXT_FRAMES = 8  # mel before a vocoder segment, run but not scored (160 ms)
 PROBE_S = (1.5, 10.0)  # a measured reply's length
-WER_KEYS = ("wer_original", "wer_vocoder", "wer_chain", "wer_units")
-LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel", "vocoder_f0")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class VoiceResult:
     steps: int
     resumed_from: int
     metrics: dict[str, float | None]
+    stopped_by: signal.Signals | None = None  # a signal stopped the run early (stopping.py)
 
 
 def probes(replies: Sequence[Reply], count: int, chunk_tokens: int) -> list[Reply]:
@@ -411,36 +415,44 @@ def train_voice(
         step, original = 0, run.measure.original()
         baseline = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
         history.write_text(json.dumps({"step": 0, "validation": baseline}) + "\n", "utf-8")
-        write(_measure_line(0, baseline))
+        write(measure_line(0, baseline))
     resumed_from, metrics = step, {"wer_original": original}
     note_machine(run.work, step, "cpu")  # the voice trains on the CPU
     shown, pace = time.monotonic(), Pace(step)
-    while step < cfg.steps and (stop_after is None or step - resumed_from < stop_after):
-        record = parts.step(cfg, run, step)
-        step += 1
-        append(history, record)
-        if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
-            shown = time.monotonic()
-            rate = pace.rate(step)
-            losses = ", ".join(f"{k} {record[k]:.3f}" for k in LOSS_KEYS if k in record)
-            write(f"train-voice: step {step}/{cfg.steps} {losses}, {rate:.2f} s/step, "
-                  f"ETA {rate * (cfg.steps - step):.0f} s")  # fmt: skip
-        if step % cfg.train.checkpoint_every == 0 or step == cfg.steps:
-            metrics = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
-            append(history, {"step": step, "validation": metrics})
-            write(_measure_line(step, metrics))
-            snapshot = {name: part.state_dict() for name, part in parts.named().items()}
-            snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
-                         "data": str(data.resolve())}  # fmt: skip
-            save_state(run.work / "state.pt", snapshot)
-            save_voice(out, parts.flow, parts.vocoder, step, metrics)
-            (run.work / "metrics.json").write_text(
-                json.dumps({"step": step, "validation": metrics}, indent=2) + "\n", "utf-8"
-            )
-            plot_voice_history(history, run.work / "loss.png")
+    with StopRequest() as stop:  # a signal ends the step and saves (stopping.py)
+        while (step < cfg.steps and not stop.signal
+               and (stop_after is None or step - resumed_from < stop_after)):  # fmt: skip
+            record = parts.step(cfg, run, step)
+            step += 1
+            append(history, record)
+            if time.monotonic() - shown >= PROGRESS_EVERY_S or step == cfg.steps:
+                shown = time.monotonic()
+                rate = pace.rate(step)
+                losses = ", ".join(f"{k} {record[k]:.3f}" for k in LOSS_KEYS if k in record)
+                write(f"train-voice: step {step}/{cfg.steps} {losses}, {rate:.2f} s/step, "
+                      f"ETA {rate * (cfg.steps - step):.0f} s")  # fmt: skip
+            measured = step % cfg.train.checkpoint_every == 0 or step == cfg.steps
+            if measured:
+                metrics = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
+                append(history, {"step": step, "validation": metrics})
+                write(measure_line(step, metrics))
+            if measured or stop.signal:
+                snapshot = {name: part.state_dict() for name, part in parts.named().items()}
+                snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
+                             "data": str(data.resolve())}  # fmt: skip
+                save_state(run.work / "state.pt", snapshot)
+            if measured:
+                save_voice(out, parts.flow, parts.vocoder, step, metrics)
+                (run.work / "metrics.json").write_text(
+                    json.dumps({"step": step, "validation": metrics}, indent=2) + "\n", "utf-8"
+                )
+                plot_voice_history(history, run.work / "loss.png")
+    if stop.signal:
+        write(f"train-voice: {stop.signal.name}: stopped at step {step}/{cfg.steps}, the "
+              "state saved; the same command goes on from it")  # fmt: skip
     if step == cfg.steps:
         write(f"train-voice: wrote the voice {out}")
-    return VoiceResult(out, step, resumed_from, metrics)
+    return VoiceResult(out, step, resumed_from, metrics, stopped_by=stop.signal)
 
 
 def _update(opt: torch.optim.Optimizer, sched: Any, module: torch.nn.Module, loss: Any) -> None:
@@ -449,51 +461,3 @@ def _update(opt: torch.optim.Optimizer, sched: Any, module: torch.nn.Module, los
     torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
     opt.step()
     sched.step()
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _measure_line(step: int, m: dict[str, float | None]) -> str:
-    f0 = ""
-    if "voicing_agreement" in m:
-        cents = "no frame voiced in both" if m["f0_cents"] is None else f"{m['f0_cents']} cents"
-        f0 = f"; f0 head {cents}, voicing {_pct(m['voicing_agreement'])}"
-    return (
-        f"train-voice: measured at step {step}: WER original {_pct(m['wer_original'])}, "
-        f"vocoder {_pct(m['wer_vocoder'])}, chain {_pct(m['wer_chain'])} (units "
-        f"{_pct(m['wer_units'])}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
-        f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
-        f"vocoder {m['vocoder_rtf']}{f0}"
-    )
-
-
-def plot_voice_history(history: Path, png: Path) -> bool:
-    """Training losses per step and the measured word error rates, as a PNG; False (and a
-    warning) without matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
-    rows = [json.loads(line) for line in history.read_text("utf-8").splitlines() if line]
-    vals = [r for r in rows if "validation" in r]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key in LOSS_KEYS:
-        got = [r for r in rows if key in r]
-        a.plot([r["step"] for r in got], [r[key] for r in got], label=key.replace("_", " "),
-               linewidth=0.8)  # fmt: skip
-    a.set_xlabel("step")
-    a.set_ylabel("training loss")
-    a.set_yscale("log")
-    a.legend(fontsize=7)
-    for key in WER_KEYS:
-        got = [r for r in vals if r["validation"].get(key) is not None]
-        b.plot([r["step"] for r in got], [r["validation"][key] for r in got], marker="o",
-               label=key.replace("_", " "))  # fmt: skip
-    b.set_xlabel("step")
-    b.set_ylabel("word error rate (held out)")
-    b.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=90, metadata={"Software": None})
-    plt.close(fig)
-    return True

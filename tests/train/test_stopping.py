@@ -1,7 +1,7 @@
-"""A `venus train` stopped by SIGTERM or Ctrl-C (SIGINT) ends its step and saves its state
-before it exits, so the same command goes on from that step, not from the last
-checkpoint (train/stopping.py). Real parts: the CLI in its own process, a real signal, the
-saved state.pt read back, and the resumed run."""
+"""A `venus train` or `venus train-voice` stopped by SIGTERM or Ctrl-C (SIGINT) ends its
+step and saves its state before it exits, so the same command goes on from that step, not
+from the last checkpoint (train/stopping.py). Real parts: the CLI in its own process, a
+real signal, the saved state.pt read back, and the resumed run."""
 
 from __future__ import annotations
 
@@ -24,7 +24,24 @@ def _steps_run(history: Path) -> int:
     if not history.is_file():
         return 0
     whole = history.read_text().split("\n")[:-1]  # not a line the run is writing now
-    return sum("loss" in json.loads(x) for x in whole if x.strip())
+    return sum("validation" not in json.loads(x) for x in whole if x.strip())
+
+
+def _signal_after_steps(cmd: list[str], history: Path, sig: signal.Signals) -> tuple[int, str, str]:
+    """Run ``cmd``, send ``sig`` once ``history`` holds three steps: (exit status, stdout,
+    stderr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 240
+        while _steps_run(history) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < end, "no step in 240 s"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, stdout, stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -42,18 +59,8 @@ def test_a_signal_saves_the_step_in_hand_and_the_same_command_goes_on(
     venus = Path(sys.executable).with_name("venus")
     cmd = [str(venus), "train", "--config", str(recipe), "--data", str(small_set)]
     cmd += ["--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + 240
-        while _steps_run(out / "train" / "history.jsonl") < 3:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < end, "no step in 240 s"
-            time.sleep(0.05)
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 128 + sig, stderr
+    status, stdout, stderr = _signal_after_steps(cmd, out / "train" / "history.jsonl", sig)
+    assert status == 128 + sig, stderr
     state = torch.load(out / "train" / "state.pt", weights_only=False)
     step = int(state["step"])
     assert 3 <= step < EVERY, step  # the step in hand, not a checkpoint's
@@ -90,3 +97,35 @@ def test_a_second_signal_acts_as_it_did_before() -> None:
         assert stop.signal is None and seen == [signal.SIGTERM, signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_signal_stops_train_voice_at_the_step_in_hand(small_set: Path, tmp_path: Path) -> None:
+    """The same for `venus train-voice`: SIGTERM, the step saved, the same recipe resumes
+    from it."""
+    from venus.train.voice_config import load_voice_config
+    from venus.train.voice_run import train_voice
+
+    recipe = tmp_path / "voice.toml"
+    recipe.write_text(
+        "[data]\nvalidation = 0.34\n[units]\nk = 32\niterations = 5\n"
+        f"[flow]\nsteps = {STEPS}\nbatch = 2\nwarmup_steps = 1\nwindow_s = 2.0\n"
+        "d_model = 32\nffn_dim = 64\n"
+        f"[vocoder]\nsteps = {STEPS}\nbatch = 2\nwarmup_steps = 1\nsegment_s = 0.4\n"
+        "channels = 16\nkernels = [3]\ndilations = [1, 3]\n"
+        f"[train]\ncheckpoint_every = {EVERY}\nthreads = 1\n[eval]\nutterances = 0\n"
+    )
+    out = tmp_path / "voice"
+    venus = Path(sys.executable).with_name("venus")
+    cmd = [str(venus), "train-voice", "--config", str(recipe), "--data", str(small_set)]
+    cmd += ["--out", str(out)]
+    history = out / "train" / "history.jsonl"
+    status, stdout, stderr = _signal_after_steps(cmd, history, signal.SIGTERM)
+    assert status == 128 + signal.SIGTERM, stderr
+    step = int(torch.load(out / "train" / "state.pt", weights_only=False)["step"])
+    assert 3 <= step < EVERY, step  # the step in hand, not a checkpoint's
+    assert f"train-voice: SIGTERM: stopped at step {step}/{STEPS}, the state saved" in stderr
+    assert _steps_run(history) == step
+    assert "Traceback" not in stderr and "steps;" not in stdout
+    lines: list[str] = []
+    again = train_voice(load_voice_config(recipe), small_set, out, lines.append, stop_after=1)
+    assert again.resumed_from == step and again.steps == step + 1, lines
