@@ -55,15 +55,12 @@ def _train_voice(args: argparse.Namespace) -> int:
     result = train_voice(cfg, args.data, args.out, write_line)
     if result.stopped_by is not None:  # the state is saved; the same command goes on
         return 128 + int(result.stopped_by)
+    from venus.train.voice_report import pct
+
     m = result.metrics
-
-    def pct(key: str) -> str:
-        value = m.get(key)
-        return "n/a" if value is None else f"{100 * value:.1f}%"
-
     print(  # noqa: T201
-        f"{result.steps} steps; held-out word error rate: original {pct('wer_original')}, "
-        f"vocoder {pct('wer_vocoder')}, codes -> flow -> vocoder {pct('wer_chain')}: "
-        f"{args.out}"
+        f"{result.steps} steps; held-out word error rate: original {pct(m.get('wer_original'))}, "
+        f"vocoder {pct(m.get('wer_vocoder'))}, codes -> flow -> vocoder "
+        f"{pct(m.get('wer_chain'))}: {args.out}"
     )
     return 0

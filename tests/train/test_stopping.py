@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import tomli_w
 import torch
 
 from venus.train.config import TrainConfig
@@ -102,18 +103,19 @@ def test_a_second_signal_acts_as_it_did_before() -> None:
 def test_a_signal_stops_train_voice_at_the_step_in_hand(small_set: Path, tmp_path: Path) -> None:
     """The same for `venus train-voice`: SIGTERM, the step saved, the same recipe resumes
     from it."""
-    from venus.train.voice_config import load_voice_config
+    from venus.train.voice_config import parse_voice_config
     from venus.train.voice_run import train_voice
 
+    cfg = parse_voice_config({
+        "data": {"validation": 0.34}, "units": {"k": 32, "iterations": 5},
+        "flow": {"steps": STEPS, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
+                 "d_model": 32, "ffn_dim": 64},
+        "vocoder": {"steps": STEPS, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
+                    "channels": 16, "kernels": [3], "dilations": [1, 3]},
+        "train": {"checkpoint_every": EVERY, "threads": 1}, "eval": {"utterances": 0},
+    })  # fmt: skip
     recipe = tmp_path / "voice.toml"
-    recipe.write_text(
-        "[data]\nvalidation = 0.34\n[units]\nk = 32\niterations = 5\n"
-        f"[flow]\nsteps = {STEPS}\nbatch = 2\nwarmup_steps = 1\nwindow_s = 2.0\n"
-        "d_model = 32\nffn_dim = 64\n"
-        f"[vocoder]\nsteps = {STEPS}\nbatch = 2\nwarmup_steps = 1\nsegment_s = 0.4\n"
-        "channels = 16\nkernels = [3]\ndilations = [1, 3]\n"
-        f"[train]\ncheckpoint_every = {EVERY}\nthreads = 1\n[eval]\nutterances = 0\n"
-    )
+    recipe.write_text(tomli_w.dumps(cfg.to_toml_dict()))
     out = tmp_path / "voice"
     venus = Path(sys.executable).with_name("venus")
     cmd = [str(venus), "train-voice", "--config", str(recipe), "--data", str(small_set)]
@@ -127,5 +129,5 @@ def test_a_signal_stops_train_voice_at_the_step_in_hand(small_set: Path, tmp_pat
     assert _steps_run(history) == step
     assert "Traceback" not in stderr and "steps;" not in stdout
     lines: list[str] = []
-    again = train_voice(load_voice_config(recipe), small_set, out, lines.append, stop_after=1)
+    again = train_voice(cfg, small_set, out, lines.append, stop_after=1)
     assert again.resumed_from == step and again.steps == step + 1, lines
