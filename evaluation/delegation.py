@@ -32,9 +32,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from venus.evaluation.delegation_args import Schemas, compare_arguments
+from venus.evaluation.delegation_args import Schemas, argument_checks
 
 __all__ = [
+    "ArgumentKey",
     "Call",
     "CallPair",
     "Decision",
@@ -43,6 +44,7 @@ __all__ = [
     "SampleScore",
     "SetScore",
     "Track",
+    "by_argument",
     "result_words",
     "score_sample",
     "score_set",
@@ -111,6 +113,7 @@ class CallPair:
     hypothesis: Call
     arguments_right: int
     arguments: int  # keys in either side's normalised arguments
+    checks: tuple[tuple[str, bool, str], ...] = ()  # argument_checks: (key, right, said)
 
     @property
     def exact(self) -> bool:
@@ -165,17 +168,17 @@ def _pair(reference: Track, hypothesis: Track, schemas: Schemas) -> list[CallPai
         options = []
         for i, r in enumerate(refs):
             for j, h in enumerate(hyps):
-                right, n = compare_arguments(h.arguments, r.arguments, schemas.get(r.capability))
-                options.append(
-                    (n - right, abs(h.chunk - r.chunk), r.chunk, h.chunk, i, j, right, n)
-                )
+                checks = argument_checks(h.arguments, r.arguments, schemas.get(r.capability))
+                right, n = sum(ok for _, ok, _ in checks), len(checks)
+                options.append((n - right, abs(h.chunk - r.chunk), r.chunk, h.chunk, i, j, checks))
         used_r: set[int] = set()
         used_h: set[int] = set()
-        for *_, i, j, right, n in sorted(options):
+        for *_, i, j, checks in sorted(options, key=lambda o: o[:6]):
             if i not in used_r and j not in used_h:
                 used_r.add(i)
                 used_h.add(j)
-                pairs.append(CallPair(refs[i], hyps[j], right, n))
+                right = sum(ok for _, ok, _ in checks)
+                pairs.append(CallPair(refs[i], hyps[j], right, len(checks), checks))
     return sorted(pairs, key=lambda p: (p.reference.chunk, p.reference.capability))
 
 
@@ -221,6 +224,33 @@ class Dist:
         if not values:
             return cls(0, None, None, None)
         return cls(len(values), statistics.fmean(values), statistics.median(values), max(values))
+
+
+@dataclass(frozen=True)
+class ArgumentKey:
+    """One argument of one capability over the matched calls (``capability.key``): how
+    many had it on either side, how many got it right, and the value the system said
+    most there (JSON, or ``delegation_args.MISSING``) with how often: a model that writes
+    one value whatever was asked shows here."""
+
+    argument: str
+    matched: int
+    right: int
+    said_most: str
+    said_most_n: int
+
+
+def by_argument(pairs: Sequence[CallPair]) -> tuple[ArgumentKey, ...]:
+    """``ArgumentKey`` for every argument of the matched ``pairs``, most frequent first."""
+    said: dict[str, list[tuple[bool, str]]] = {}
+    for p in pairs:
+        for key, right, value in p.checks:
+            said.setdefault(f"{p.reference.capability}.{key}", []).append((right, value))
+    out = []
+    for argument, rows in said.items():
+        value, n = Counter(v for _, v in rows).most_common(1)[0]
+        out.append(ArgumentKey(argument, len(rows), sum(ok for ok, _ in rows), value, n))
+    return tuple(sorted(out, key=lambda a: (-a.matched, a.argument)))
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -269,6 +299,7 @@ class SetScore:
     reference_time_to_spoken: Dist
     all_reference_time_to_result: Dist  # the reference's, over all its calls
     all_reference_time_to_spoken: Dist
+    arguments: tuple[ArgumentKey, ...] = ()  # by_argument: each argument's figures
 
 
 def score_set(scores: Sequence[SampleScore]) -> SetScore:
@@ -327,4 +358,5 @@ def score_set(scores: Sequence[SampleScore]) -> SetScore:
         reference_time_to_spoken=times("spoken", "reference"),
         all_reference_time_to_result=times("result", "all"),
         all_reference_time_to_spoken=times("spoken", "all"),
+        arguments=by_argument(pairs),
     )

@@ -1,20 +1,30 @@
 """Argument comparison for delegation scoring: schema-normalised exact match.
 
 ``normalise`` puts a value in a canonical form for its JSON Schema; ``same_value``
-compares a hypothesis value with the reference's; ``compare_arguments`` scores one pair of
-calls per top-level argument.
+compares a hypothesis value with the reference's; ``argument_checks`` scores one pair of
+calls per top-level argument (``compare_arguments`` counts them).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REL_TOL", "Schemas", "compare_arguments", "normalise", "same_value"]
+__all__ = [
+    "MISSING",
+    "REL_TOL",
+    "Schemas",
+    "argument_checks",
+    "compare_arguments",
+    "normalise",
+    "same_value",
+]
 
 REL_TOL = 0.05  # numbers within 5% of the reference's value are equal
 _EPS = 1e-12  # float noise on the tolerance's edge (105 against 100 passes)
 Schemas = Mapping[str, Mapping[str, Any]]  # capability -> its input schema
+MISSING = "(missing)"  # what ``argument_checks`` says a call without the key said
 
 
 def normalise(value: Any, schema: Mapping[str, Any] | None) -> Any:
@@ -67,14 +77,28 @@ def same_value(hypothesis: Any, reference: Any) -> bool:
     return type(hypothesis) is type(reference) and bool(hypothesis == reference)
 
 
+def argument_checks(
+    hypothesis: Mapping[str, Any], reference: Mapping[str, Any], schema: Mapping[str, Any] | None
+) -> tuple[tuple[str, bool, str], ...]:
+    """One pair of calls, argument by argument: both normalised with the capability's
+    input ``schema``, each top-level key of either side (sorted) as (key, right, what the
+    hypothesis said: its normalised value as JSON, or ``MISSING``). A key on one side only
+    is wrong (an extra or a missing argument); a key is right when ``same_value`` says so
+    (a nested object is one argument)."""
+    hn, rn = normalise(dict(hypothesis), schema), normalise(dict(reference), schema)
+    return tuple(
+        (
+            k,
+            k in hn and k in rn and same_value(hn[k], rn[k]),
+            json.dumps(hn[k], sort_keys=True, ensure_ascii=False) if k in hn else MISSING,
+        )
+        for k in sorted(set(hn) | set(rn))
+    )
+
+
 def compare_arguments(
     hypothesis: Mapping[str, Any], reference: Mapping[str, Any], schema: Mapping[str, Any] | None
 ) -> tuple[int, int]:
-    """(arguments right, arguments in all) of a pair of calls: both normalised with the
-    capability's input ``schema``; the count is the union of both sides' top-level keys
-    (a key on one side only is wrong: an extra or a missing argument), a key is right when
-    ``same_value`` says so (a nested object is one argument)."""
-    hn, rn = normalise(dict(hypothesis), schema), normalise(dict(reference), schema)
-    keys = set(hn) | set(rn)
-    right = sum(1 for k in keys if k in hn and k in rn and same_value(hn[k], rn[k]))
-    return right, len(keys)
+    """(arguments right, arguments in all) of a pair of calls (``argument_checks``)."""
+    checks = argument_checks(hypothesis, reference, schema)
+    return sum(right for _, right, _ in checks), len(checks)

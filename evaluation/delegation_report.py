@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from venus.evaluation.delegation import DECISION_KINDS, Dist, SampleScore, SetScore
-from venus.evaluation.markdown import pct, table
+from venus.evaluation.markdown import cell, pct, table
 
 __all__ = ["REPORT_JSON", "REPORT_MD", "render_markdown", "report_json", "write_report"]
 
@@ -156,6 +156,14 @@ def render_markdown(system: str, data: Path, f: SetScore, missing: Sequence[str]
                 "result words said (of those the reference's reply took from the result)",
                 _pct(f.result_words_said),
             ],
+        ],
+    )
+    lines += ["", "## Arguments by key (matched calls)", ""]
+    lines += _table(
+        ["argument", "right / matched", "the value said most (times)"],
+        [
+            [a.argument, f"{a.right} / {a.matched}", f"{cell(a.said_most, 60)} ({a.said_most_n})"]
+            for a in f.arguments
         ],
     )
     lines += ["", "## Decisions on pending work", ""]

@@ -23,7 +23,7 @@ from venus.evaluation.delegation import (
     score_sample,
     score_set,
 )
-from venus.evaluation.delegation_args import compare_arguments, normalise, same_value
+from venus.evaluation.delegation_args import MISSING, compare_arguments, normalise, same_value
 
 SCHEMAS: dict[str, Any] = {
     "weather": {
@@ -128,6 +128,28 @@ def test_pairs_take_the_best_arguments_not_the_order() -> None:
     hyp = track(call("weather", 2, city="Paris"), call("weather", 9, city="Berlin"))
     s = score_sample(ref, hyp, SCHEMAS)
     assert all(p.exact for p in s.pairs) and s.pass_at_1
+
+
+def test_each_argument_says_how_often_it_was_right_and_what_was_said_most() -> None:
+    """A model that sets every timer for 20 seconds whatever was asked shows as such."""
+    asked = [(10, "tea"), (30, "eggs"), (20, "oven"), (15, "tea"), (25, "pasta")]
+    scores = [
+        score_sample(
+            track(call("timer", seconds=s, label=label)),
+            track(call("timer", seconds=20, **({"label": "Tea"} if label == "tea" else {}))),
+            SCHEMAS,
+        )
+        for s, label in asked
+    ]
+    scores.append(score_sample(track(call("weather", city="Paris")), track(), SCHEMAS))  # missed
+    f = score_set(scores)
+    got = {a.argument: (a.right, a.matched, a.said_most, a.said_most_n) for a in f.arguments}
+    assert got == {
+        "timer.seconds": (1, 5, "20", 5),
+        "timer.label": (2, 5, MISSING, 3),  # "Tea" is "tea" (free text folds case)
+    }
+    assert [a.argument for a in f.arguments] == ["timer.label", "timer.seconds"]  # a tie: by name
+    assert f.argument_accuracy == pytest.approx(3 / 10)
 
 
 # --- Pass@1 and rates -----------------------------------------------------------------------
@@ -307,6 +329,9 @@ def test_the_reference_scored_against_itself_is_perfect(
     report = json.loads(done.json_path.read_text())
     assert report["set"]["f1"] == 1.0 and len(report["samples"]) == 8
     assert "| tool selection F1 | 100.0% |" in done.md_path.read_text()
+    assert f.arguments and all(a.right == a.matched for a in f.arguments)
+    assert report["set"]["arguments"][0]["argument"] == f.arguments[0].argument
+    assert "## Arguments by key (matched calls)" in done.md_path.read_text()
 
 
 def test_a_hypothesis_dir_is_scored_and_missing_samples_named(
