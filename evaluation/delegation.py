@@ -111,9 +111,16 @@ class Track:
 class CallPair:
     reference: Call
     hypothesis: Call
-    arguments_right: int
-    arguments: int  # keys in either side's normalised arguments
-    checks: tuple[tuple[str, bool, str], ...] = ()  # argument_checks: (key, right, said)
+    checks: tuple[tuple[str, bool, str], ...]  # argument_checks: (key, right, said)
+
+    @property
+    def arguments_right(self) -> int:
+        return sum(right for _, right, _ in self.checks)
+
+    @property
+    def arguments(self) -> int:
+        """Keys in either side's normalised arguments."""
+        return len(self.checks)
 
     @property
     def exact(self) -> bool:
@@ -168,17 +175,17 @@ def _pair(reference: Track, hypothesis: Track, schemas: Schemas) -> list[CallPai
         options = []
         for i, r in enumerate(refs):
             for j, h in enumerate(hyps):
-                checks = argument_checks(h.arguments, r.arguments, schemas.get(r.capability))
-                right, n = sum(ok for _, ok, _ in checks), len(checks)
-                options.append((n - right, abs(h.chunk - r.chunk), r.chunk, h.chunk, i, j, checks))
+                pair = CallPair(r, h, argument_checks(h.arguments, r.arguments,
+                                                      schemas.get(r.capability)))  # fmt: skip
+                wrong = pair.arguments - pair.arguments_right
+                options.append((wrong, abs(h.chunk - r.chunk), r.chunk, h.chunk, i, j, pair))
         used_r: set[int] = set()
         used_h: set[int] = set()
-        for *_, i, j, checks in sorted(options, key=lambda o: o[:6]):
+        for *_, i, j, pair in sorted(options, key=lambda o: o[:6]):
             if i not in used_r and j not in used_h:
                 used_r.add(i)
                 used_h.add(j)
-                right = sum(ok for _, ok, _ in checks)
-                pairs.append(CallPair(refs[i], hyps[j], right, len(checks), checks))
+                pairs.append(pair)
     return sorted(pairs, key=lambda p: (p.reference.chunk, p.reference.capability))
 
 

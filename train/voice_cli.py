@@ -55,12 +55,14 @@ def _train_voice(args: argparse.Namespace) -> int:
     result = train_voice(cfg, args.data, args.out, write_line)
     if result.stopped_by is not None:  # the state is saved; the same command goes on
         return 128 + int(result.stopped_by)
-    from venus.train.voice_report import pct
+    from venus.evaluation.markdown import pct
 
-    m = result.metrics
+    def wer(key: str) -> str:
+        return pct(result.metrics.get(key), "n/a")
+
     print(  # noqa: T201
-        f"{result.steps} steps; held-out word error rate: original {pct(m.get('wer_original'))}, "
-        f"vocoder {pct(m.get('wer_vocoder'))}, codes -> flow -> vocoder "
-        f"{pct(m.get('wer_chain'))}: {args.out}"
+        f"{result.steps} steps; held-out word error rate: original {wer('wer_original')}, "
+        f"vocoder {wer('wer_vocoder')}, codes -> flow -> vocoder {wer('wer_chain')}: "
+        f"{args.out}"
     )
     return 0

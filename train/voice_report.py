@@ -6,25 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from venus.evaluation.markdown import pct
 from venus.train.runlog import pyplot
 
 WER_KEYS = ("wer_original", "wer_vocoder", "wer_chain", "wer_units")
 LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel", "vocoder_f0")
 
 
-def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def measure_line(step: int, m: dict[str, float | None]) -> str:
+    def wer(key: str) -> str:
+        return pct(m[key], "n/a")
+
     f0 = ""
     if "voicing_agreement" in m:
         cents = "no frame voiced in both" if m["f0_cents"] is None else f"{m['f0_cents']} cents"
-        f0 = f"; f0 head {cents}, voicing {pct(m['voicing_agreement'])}"
+        f0 = f"; f0 head {cents}, voicing {wer('voicing_agreement')}"
     return (
-        f"train-voice: measured at step {step}: WER original {pct(m['wer_original'])}, "
-        f"vocoder {pct(m['wer_vocoder'])}, chain {pct(m['wer_chain'])} (units "
-        f"{pct(m['wer_units'])}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
+        f"train-voice: measured at step {step}: WER original {wer('wer_original')}, "
+        f"vocoder {wer('wer_vocoder')}, chain {wer('wer_chain')} (units "
+        f"{wer('wer_units')}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
         f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
         f"vocoder {m['vocoder_rtf']}{f0}"
     )

@@ -436,17 +436,16 @@ def train_voice(
                 metrics = {"wer_original": original, **run.measure(parts.flow, parts.vocoder)}
                 append(history, {"step": step, "validation": metrics})
                 write(measure_line(step, metrics))
-            if measured or stop.signal:
-                snapshot = {name: part.state_dict() for name, part in parts.named().items()}
-                snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
-                             "data": str(data.resolve())}  # fmt: skip
-                save_state(run.work / "state.pt", snapshot)
-            if measured:
                 save_voice(out, parts.flow, parts.vocoder, step, metrics)
                 (run.work / "metrics.json").write_text(
                     json.dumps({"step": step, "validation": metrics}, indent=2) + "\n", "utf-8"
                 )
                 plot_voice_history(history, run.work / "loss.png")
+            if measured or stop.signal:
+                snapshot = {name: part.state_dict() for name, part in parts.named().items()}
+                snapshot |= {"step": step, "wer_original": original, "recipe": run.recipe,
+                             "data": str(data.resolve())}  # fmt: skip
+                save_state(run.work / "state.pt", snapshot)
     if stop.signal:
         write(f"train-voice: {stop.signal.name}: stopped at step {step}/{cfg.steps}, the "
               "state saved; the same command goes on from it")  # fmt: skip
