@@ -37,6 +37,7 @@ import soxr  # type: ignore[import-untyped, unused-ignore]
 from numpy.typing import NDArray
 
 from venus.datagen.acoustics import SAMPLE_RATE, onsets
+from venus.datagen.vocode import vocode
 from venus.errors import DatagenError
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ class Voice:
         formant: the voice's formants scaled by this, 0.75-1.35 (1.0: its own; 1.2 is
             about a man's vocal tract made a woman's), its rate and pitch kept: see
             :func:`_argv`.
+        vocoded: the voice's speech made again by an LPC vocoder (``vocode.py``): the
+            smoothed envelope and pulse-and-noise source of parametric synthesis.
     """
 
     engine: Engine
@@ -92,6 +95,7 @@ class Voice:
     pitch: int = 50
     gain_db: float = 0.0
     formant: float = 1.0
+    vocoded: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -216,7 +220,10 @@ def _engine_audio(words: str, voice: Voice, cache: SynthesisCache | None) -> NDA
         wav = _run_espeak(argv, words) if voice.engine == "espeak-ng" else _run_flite(argv)
         if cache is not None:
             cache.put(key, wav)
-    return _decode(wav, voice)
+    audio = _decode(wav, voice)
+    if voice.vocoded:  # after the cache: it keeps what the engine said
+        audio = vocode(audio, key=f"{voice}|{words}")
+    return audio
 
 
 def _argv(words: str, voice: Voice) -> list[str]:
