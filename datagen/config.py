@@ -55,7 +55,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 _SECTION = ConfigDict(extra="forbid", frozen=True)
 SUM_TOLERANCE = 1e-6
 VOICE = re.compile(r"[A-Za-z0-9_+.-]{1,64}")
-Engine = Literal["espeak-ng", "flite"]
+Engine = Literal["espeak-ng", "flite", "pico"]
+VOICE_LISTS = {"espeak-ng": "espeak_voices", "flite": "flite_voices", "pico": "pico_voices"}
 NoiseKind = Literal["none", "white", "pink", "brown", "babble"]
 
 
@@ -89,7 +90,7 @@ def _assistant_voice(value: str) -> str:
             "assistant's voice per sample"
         )
     if engine not in get_args(Engine):
-        raise ValueError(f"unknown engine {engine!r} in {value!r}; use espeak-ng or flite")
+        raise ValueError(f"unknown engine {engine!r} in {value!r}; use espeak-ng, flite or pico")
     if not VOICE.fullmatch(name):
         raise ValueError(f"{name!r} is not a voice name ([A-Za-z0-9_+.-]{{1,64}})")
     try:
@@ -232,6 +233,9 @@ class SpeechConfig:
     flite_voices: Annotated[tuple[str, ...], AfterValidator(_voices)] = Field(
         default=("kal", "awb", "rms", "slt"), min_length=1
     )
+    pico_voices: Annotated[tuple[str, ...], AfterValidator(_voices)] = Field(
+        default=("en-US", "en-GB"), min_length=1
+    )
     rate_wpm: Annotated[IntPair, _range(80, 400)] = (140, 200)
     pitch: Annotated[IntPair, _range(0, 99)] = (25, 75)
     gain_db: Annotated[FloatPair, _range(-20.0, 10.0)] = (-6.0, 3.0)
@@ -259,7 +263,7 @@ class SpeechConfig:
             return
         for engine in self.engines:
             if not self.people_voices(engine):
-                key = "espeak_voices" if engine == "espeak-ng" else "flite_voices"
+                key = VOICE_LISTS[engine]
                 raise ValueError(
                     f"assistant_voice: {self.assistant_voice} is the only voice in {key}, and "
                     f"no one else may speak with it; add another voice to speech.{key}, or "
@@ -276,7 +280,7 @@ class SpeechConfig:
     def people_voices(self, engine: Engine) -> tuple[str, ...]:
         """The voices the user, other people and babble draw from for ``engine``: its list,
         less the assistant's fixed voice."""
-        names = self.espeak_voices if engine == "espeak-ng" else self.flite_voices
+        names: tuple[str, ...] = getattr(self, VOICE_LISTS[engine])
         return tuple(n for n in names if (engine, n) != self.fixed_assistant())
 
 

@@ -30,7 +30,7 @@ Role = Literal[
     "tv_line", "room_speech",
 ]  # fmt: skip
 Distance = Literal["near", "far"]
-Engine = Literal["espeak-ng", "flite"]
+Engine = Literal["espeak-ng", "flite", "pico"]
 EventKind = Literal["backchannel", "other_directed", "background", "interruption"]
 Intent = Literal["stop", "revise", "cancel_pending", "change_topic"]
 Action = Literal[

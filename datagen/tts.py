@@ -1,4 +1,5 @@
-"""Speech from text with espeak-ng and flite, run as subprocesses, as 16 kHz float32.
+"""Speech from text with espeak-ng and flite, run as subprocesses, and SVOX Pico, run in
+this process, as 16 kHz float32.
 
 Text may carry pause markers: ``{pause:300}`` is 300 ms of silence. The text between
 markers is synthesized segment by segment, each segment's leading and trailing silence
@@ -8,9 +9,12 @@ The utterance starts and ends with speech (or with a marker's silence), so placi
 sample ``s`` of a timeline puts its first onset at ``s``. Fillers and hesitations are
 plain words in the text ("um", "uh", "I mean"); both engines say them as written.
 
-Both engines are deterministic: the same text and voice give byte-identical audio.
+Every engine is deterministic: the same text and voice give byte-identical audio.
 
-Engines are Debian packages (``espeak-ng``, ``flite``). A voice the engine lacks is an
+espeak-ng and flite are Debian packages; SVOX Pico (Android's synthesizer: its two
+English voices, ``en-US`` and ``en-GB``, are women's, HMM-based parametric voices) comes
+from PyPI's ``ttspico`` (the ``export`` extra), which builds Pico from its C sources and
+ships its voice files: no model is downloaded. A voice the engine lacks is an
 error listing the installed ones; flite would otherwise fall back to its default voice
 and espeak-ng ignore an unknown variant without a word.
 """
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
+import importlib.util
 import io
 import json
 import logging
@@ -26,6 +32,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import wave
 from dataclasses import dataclass
@@ -42,8 +49,8 @@ from venus.errors import DatagenError
 
 logger = logging.getLogger(__name__)
 
-Engine = Literal["espeak-ng", "flite"]
-ENGINES: tuple[Engine, ...] = ("espeak-ng", "flite")
+Engine = Literal["espeak-ng", "flite", "pico"]
+ENGINES: tuple[Engine, ...] = ("espeak-ng", "flite", "pico")
 PACKAGES: dict[str, str] = {"espeak-ng": "espeak-ng", "flite": "flite"}  # Debian
 RATE_WPM = (80, 450)  # espeak-ng's -s range; flite is stretched to match
 FORMANT = (0.75, 1.35)  # a voice's formant scale; 1.0 is its own
@@ -59,6 +66,11 @@ _FADE_SAMPLES = 32  # 2 ms at 16 kHz, at each trimmed edge
 _FLITE_WPM = {"kal": 182.8, "kal16": 184.9, "awb": 169.7, "rms": 158.3, "slt": 180.0}
 _FLITE_F0_HZ = {"kal": 87.0, "kal16": 88.0, "awb": 129.0, "rms": 101.0, "slt": 172.0}
 _FLITE_LIMITED = {"awb_time"}  # limited-domain voices (awb_time only says times)
+# SVOX Pico (``ttspico``, pip): its two English voices, both women's, HMM-based parametric
+# synthesis; their rate at rate 100% in espeak-ng's -s units (189 and 195 words a minute
+# on a 59-word paragraph, trimmed; espeak-ng's -s 160 measures 179) and median f0 (Hz).
+_PICO_WPM = {"en-US": 169.0, "en-GB": 174.1}
+_PICO_F0_HZ = {"en-US": 166.0, "en-GB": 173.0}
 _PITCH_OCTAVE = 70.0  # pitch steps per octave: espeak-ng's -p 0..99 spans ~1.3 octaves
 
 _PAUSE = re.compile(r"\{pause:(\d+)\}")
@@ -74,12 +86,13 @@ class Voice:
     """Who speaks, and how.
 
     Attributes:
-        engine: "espeak-ng" or "flite".
+        engine: "espeak-ng", "flite" or "pico".
         name: an installed voice (:func:`voices`); for espeak-ng, optionally with a
             variant, ``en-us+f3`` (:func:`espeak_variants`).
         rate_wpm: speaking rate in words per minute, 80-450.
         pitch: 0-99, 50 the voice's own; espeak-ng's ``-p``, and for flite the mean f0
-            scaled by ``2 ** ((pitch - 50) / 70)`` (flite's rms voice ignores it).
+            scaled by ``2 ** ((pitch - 50) / 70)`` (flite's rms voice ignores it); Pico's
+            pitch percentage by the same factor.
         gain_db: applied to the samples after synthesis (may exceed full scale; the mix
             normalises).
         formant: the voice's formants scaled by this, 0.75-1.35 (1.0: its own; 1.2 is
@@ -217,7 +230,8 @@ def _engine_audio(words: str, voice: Voice, cache: SynthesisCache | None) -> NDA
     key = CacheKey(engine_version(voice.engine), tuple(argv), words)
     wav = cache.get(key) if cache is not None else None
     if wav is None:
-        wav = _run_espeak(argv, words) if voice.engine == "espeak-ng" else _run_flite(argv)
+        run = {"espeak-ng": _run_espeak, "flite": _run_flite, "pico": _run_pico}[voice.engine]
+        wav = run(argv, words)
         if cache is not None:
             cache.put(key, wav)
     audio = _decode(wav, voice)
@@ -253,6 +267,10 @@ def _argv(words: str, voice: Voice) -> list[str]:
             "100",
             "--stdin",
         ]
+    if voice.engine == "pico":  # rate and pitch in percent of the voice's own
+        rate = min(500, max(20, round(100 * voice.rate_wpm / _PICO_WPM[voice.name] / scale)))
+        pitch = 100 * 2 ** ((voice.pitch - 50) / _PITCH_OCTAVE) / scale
+        return ["pico", voice.name, str(rate), str(min(200, max(50, round(pitch))))]
     stretch = _FLITE_WPM[voice.name] / voice.rate_wpm * scale
     argv = ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch:.4f}"]
     if voice.pitch != 50 or scale != 1.0:
@@ -261,11 +279,40 @@ def _argv(words: str, voice: Voice) -> list[str]:
     return [*argv, "-t", words]
 
 
+PICO_RATE_HZ = 16_000  # SVOX Pico speaks at 16 kHz
+_PICO_SAY = (  # argv: voice, rate %, pitch %; the text on stdin, 16-bit PCM on stdout
+    "import sys, ttspico; e = ttspico.TtsEngine(sys.argv[1]); e.rate = int(sys.argv[2]); "
+    "e.pitch = int(sys.argv[3]); sys.stdout.buffer.write(e.speak(sys.stdin.read()) or b'')"
+)
+PICO_MISSING = (
+    "pico is SVOX Pico through the ttspico package (pip, built from source with a C "
+    "compiler): pip install 'realtime-venus[export]' (or ttspico), or take pico out of "
+    "speech.engines"
+)
+
+
 def _run_espeak(argv: list[str], words: str) -> bytes:
     return _run(argv, words.encode()).stdout
 
 
-def _run_flite(argv: list[str]) -> bytes:
+def _run_pico(argv: list[str], words: str) -> bytes:
+    """SVOX Pico (``argv``: "pico", voice, rate %, pitch %) in a Python process of its own,
+    as a WAV: an engine that has spoken says the same text differently the next time (its
+    state carries over), and each engine made in one process keeps about 190 kB after it
+    is freed; a new process per segment is deterministic and leaks nothing (50 ms)."""
+    if importlib.util.find_spec("ttspico") is None:
+        raise SynthesisError(PICO_MISSING)
+    pcm = _run([sys.executable, "-c", _PICO_SAY, *argv[1:]], words.encode()).stdout
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(PICO_RATE_HZ)
+        w.writeframes(pcm)
+    return out.getvalue()
+
+
+def _run_flite(argv: list[str], _words: str = "") -> bytes:
     with tempfile.TemporaryDirectory(prefix="venus-flite-") as tmp:
         out = Path(tmp) / "out.wav"
         _run([*argv, "-o", str(out)], b"")
@@ -324,6 +371,11 @@ def _decode(wav: bytes, voice: Voice) -> NDArray[np.float32]:
 @functools.cache
 def engine_version(engine: Engine) -> str:
     """The engine's version line, e.g. ``eSpeak NG text-to-speech: 1.51``."""
+    if engine == "pico":
+        try:
+            return f"SVOX Pico (ttspico {importlib.metadata.version('ttspico')})"
+        except importlib.metadata.PackageNotFoundError:
+            raise SynthesisError(PICO_MISSING) from None
     done = _run([engine, "--version"], b"", check=False)  # flite exits 1 after printing it
     out = (done.stdout + done.stderr).decode(errors="replace")
     out = out.split("Data at:")[0]  # espeak-ng goes on with its data path
@@ -336,7 +388,8 @@ def voices(engine: Engine) -> tuple[str, ...]:
     """The English voices ``engine`` has installed, sorted.
 
     espeak-ng: the language codes of ``espeak-ng --voices=en`` (MBROLA voices need the
-    mbrola package and are left out); flite: ``flite -lv`` less limited-domain voices.
+    mbrola package and are left out); flite: ``flite -lv`` less limited-domain voices;
+    pico: ``en-GB`` and ``en-US`` (``ttspico`` ships both).
     """
     if engine == "espeak-ng":
         listing = _run(["espeak-ng", "--voices=en"], b"").stdout.decode(errors="replace")
@@ -350,6 +403,9 @@ def voices(engine: Engine) -> tuple[str, ...]:
         listing = _run(["flite", "-lv"], b"").stdout.decode(errors="replace")
         found = listing.split(":", 1)[-1].split()
         return tuple(sorted(v for v in found if v not in _FLITE_LIMITED and v in _FLITE_WPM))
+    if engine == "pico":
+        engine_version("pico")  # installed?
+        return tuple(sorted(_PICO_WPM))
     raise ValueError(f"unknown TTS engine {engine!r}; use one of {ENGINES}")
 
 
