@@ -27,7 +27,7 @@ LINE_EVERY_S = 5.0  # progress lines when stderr is not a terminal
 
 HELP = """\
 Write a data set of duplex and delegation trajectories: each sample is planned (turns,
-overlap events by function, delegations), synthesized (espeak-ng / flite voices, noise,
+overlap events by function, delegations), synthesized (espeak-ng / flite / SVOX Pico voices, noise,
 rooms, background speech; drawn video frames for the video group), aligned on one
 timeline and projected onto the 1 s chunk grid, and written to DIR/samples/<id>/
 (trajectory.json, input.wav, clean_input.wav, assistant.wav, video.avi).

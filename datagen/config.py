@@ -244,11 +244,6 @@ class SpeechConfig:
         description="the formant scale each person's voice draws (1.0: the voice's own; "
         "its rate and pitch are kept); the assistant's is always 1.0",
     )
-    vocoded_p: StrictFloat = Field(
-        default=0.0, ge=0.0, le=1.0,
-        description="a person (the user, another person, background speech) is heard "
-        "through an LPC vocoder, as parametric synthesis sounds; the assistant never is",
-    )  # fmt: skip
     filler_p: StrictFloat = Field(default=0.3, ge=0.0, le=1.0, description="a user turn has {um}")
     pause_p: StrictFloat = Field(default=0.2, ge=0.0, le=1.0, description="... a [pause N]")
     restart_p: StrictFloat = Field(default=0.05, ge=0.0, le=1.0, description="... a -- restart")

@@ -56,8 +56,7 @@ NEAR_DRR_DB = 10.0  # direct-to-reverberant ratio of a near talker in the room
 LEVEL_RAMP_S = 0.05  # a level change ramps (in dB) over this
 HEARD_DBFS = -60.0  # an event is heard where its 10 ms level in the written input is above
 CUT_FADE_SAMPLES = 80  # 5 ms at 16 kHz: the assistant's speech fades out at a cut
-# sample_rng streams
-NOISE_STREAM, ROOM_STREAM, FAR_STREAM, BABBLE_STREAM, VOCODE_STREAM = range(5)
+NOISE_STREAM, ROOM_STREAM, FAR_STREAM, BABBLE_STREAM = range(4)  # sample_rng streams
 _FRAME, _HOP = SAMPLE_RATE // 100, SAMPLE_RATE // 1000  # 10 ms frames on a 1 ms hop
 _HEARD_POWER = 10 ** (HEARD_DBFS / 10)
 _MARGIN = np.zeros(SAMPLE_RATE // 4, np.float32)  # 0.25 s of silence around a measured turn

@@ -48,8 +48,7 @@ class Voice:
     flite ``slt``), ``rate_wpm`` words per minute, ``pitch`` 0-99 (espeak-ng's scale; the
     synthesizer maps it for flite), ``gain_db`` applied to its speech, ``formant`` its
     formants scaled (``tts.Voice.formant``; 1.0, the voice's own, in plans written before
-    it), ``vocoded`` its speech made again by an LPC vocoder (``tts.Voice.vocoded``; drawn
-    at realization, ``speech.vocoded_p``)."""
+    it)."""
 
     engine: Engine
     name: str
@@ -57,7 +56,6 @@ class Voice:
     pitch: int
     gain_db: float
     formant: float = 1.0
-    vocoded: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, PlanError)

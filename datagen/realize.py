@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
 
 from venus.datagen import acoustics as ac
 from venus.datagen import tts, video
@@ -37,7 +36,6 @@ from venus.datagen.mixdown import (
     ONSET_TOLERANCE_S,
     PEAK_DBFS,
     SAMPLE_RATE,
-    VOCODE_STREAM,
     MeasuredTurn,
     Realization,
     RealizationError,
@@ -52,14 +50,13 @@ from venus.datagen.planner_draft import draw_formant
 __all__ = [
     "BABBLE_LINES", "BABBLE_TALKERS", "MAX_ATTEMPTS", "ONSET_TOLERANCE_S", "PEAK_DBFS",
     "RESTART_PAUSE_MS", "SAMPLE_RATE", "MeasuredTurn", "Realization", "RealizationError",
-    "Word", "realize", "tts_text", "tts_voice", "video_scene", "vocoded_people",
+    "Word", "realize", "tts_text", "tts_voice", "video_scene",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 5  # plans drawn per sample before giving up
 RESTART_PAUSE_MS = 150  # the break a "--" self-interruption makes
-PEOPLE = ("user", "other", "background")  # whose voices speech.vocoded_p may vocode
 BABBLE_TALKERS = 4  # four or more voices blur into babble (acoustics.babble)
 BABBLE_LINES = (
     "I told her we would meet at the station around six if the train is on time.",
@@ -79,7 +76,7 @@ def realize(
     spoken: dict[tuple[str, tts.Voice], tts.Utterance] = {}
     problem: PlanError | RealizationError | WordlessChunkError | None = None
     for attempt in range(MAX_ATTEMPTS):
-        drawn = vocoded_people(plan_sample(config, index, seed, attempt), config.speech.vocoded_p)
+        drawn = plan_sample(config, index, seed, attempt)
         utterances = [_speak(t, spoken, cache) for t in drawn.turns]
         try:
             plan = drawn.retime([u.duration_s for u in utterances])
@@ -127,26 +124,9 @@ def outlast_problem(realization: Realization, outlast_s: float) -> str | None:
 
 # --- synthesis ------------------------------------------------------------------------------
 def tts_voice(voice: Voice) -> tts.Voice:
-    return tts.Voice(voice.engine, voice.name, voice.rate_wpm, voice.pitch, voice.gain_db,
-                     voice.formant, voice.vocoded)  # fmt: skip
-
-
-def vocoded_people(plan: Plan, p: float) -> Plan:
-    """``plan`` with each person (the user, another person, background speech; never the
-    assistant) heard through the LPC vocoder with probability ``p`` (``speech.vocoded_p``),
-    drawn from the sample's own stream: the plan's other draws, and so the set's dialogues,
-    are those it has without it. ``p`` = 0 draws nothing."""
-    if p <= 0:
-        return plan
-    rng = sample_rng(plan, VOCODE_STREAM)
-    chosen = {who for who in PEOPLE if rng.random() < p}
-    if not chosen:
-        return plan
-    turns = tuple(
-        replace(t, voice=replace(t.voice, vocoded=True)) if t.speaker in chosen else t
-        for t in plan.turns
+    return tts.Voice(
+        voice.engine, voice.name, voice.rate_wpm, voice.pitch, voice.gain_db, voice.formant
     )
-    return replace(plan, turns=turns)
 
 
 def tts_text(text: str) -> str:

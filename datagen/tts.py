@@ -13,7 +13,7 @@ Every engine is deterministic: the same text and voice give byte-identical audio
 
 espeak-ng and flite are Debian packages; SVOX Pico (Android's synthesizer: its two
 English voices, ``en-US`` and ``en-GB``, are women's, HMM-based parametric voices) comes
-from PyPI's ``ttspico`` (the ``export`` extra), which builds Pico from its C sources and
+from PyPI's ``ttspico`` (the ``voices`` extra), which builds Pico from its C sources and
 ships its voice files: no model is downloaded. A voice the engine lacks is an
 error listing the installed ones; flite would otherwise fall back to its default voice
 and espeak-ng ignore an unknown variant without a word.
@@ -44,7 +44,6 @@ import soxr  # type: ignore[import-untyped, unused-ignore]
 from numpy.typing import NDArray
 
 from venus.datagen.acoustics import SAMPLE_RATE, onsets
-from venus.datagen.vocode import vocode
 from venus.errors import DatagenError
 
 logger = logging.getLogger(__name__)
@@ -98,8 +97,6 @@ class Voice:
         formant: the voice's formants scaled by this, 0.75-1.35 (1.0: its own; 1.2 is
             about a man's vocal tract made a woman's), its rate and pitch kept: see
             :func:`_argv`.
-        vocoded: the voice's speech made again by an LPC vocoder (``vocode.py``): the
-            smoothed envelope and pulse-and-noise source of parametric synthesis.
     """
 
     engine: Engine
@@ -108,7 +105,6 @@ class Voice:
     pitch: int = 50
     gain_db: float = 0.0
     formant: float = 1.0
-    vocoded: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -234,10 +230,7 @@ def _engine_audio(words: str, voice: Voice, cache: SynthesisCache | None) -> NDA
         wav = run(argv, words)
         if cache is not None:
             cache.put(key, wav)
-    audio = _decode(wav, voice)
-    if voice.vocoded:  # after the cache: it keeps what the engine said
-        audio = vocode(audio, key=f"{voice}|{words}")
-    return audio
+    return _decode(wav, voice)
 
 
 def _argv(words: str, voice: Voice) -> list[str]:
@@ -286,7 +279,7 @@ _PICO_SAY = (  # argv: voice, rate %, pitch %; the text on stdin, 16-bit PCM on 
 )
 PICO_MISSING = (
     "pico is SVOX Pico through the ttspico package (pip, built from source with a C "
-    "compiler): pip install 'realtime-venus[export]' (or ttspico), or take pico out of "
+    "compiler): pip install 'realtime-venus[voices]' (or ttspico), or take pico out of "
     "speech.engines"
 )
 

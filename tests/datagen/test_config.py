@@ -82,7 +82,6 @@ def _problems(data: dict[str, Any]) -> dict[str, str]:
         ({"duration": {"min_s": 20.0, "max_s": 10.0}}, "duration.max_s", "at least min_s"),
         ({"speech": {"rate_wpm": [200, 100]}}, "speech.rate_wpm", "80 <= a <= b <= 400"),
         ({"speech": {"formant": [0.9, 1.5]}}, "speech.formant", "0.75 <= a <= b <= 1.35"),
-        ({"speech": {"vocoded_p": 1.5}}, "speech.vocoded_p", "less than or equal to 1"),
         ({"speech": {"engines": ["festival"]}}, "speech.engines", "'espeak-ng', 'flite' or 'pico'"),
         ({"speech": {"espeak_voices": ["en us"]}}, "speech.espeak_voices", "not a voice name"),
         ({"acoustics": {"snr_db": [5.0]}}, "acoustics.snr_db", "pair"),

@@ -27,10 +27,8 @@ OUTLAST_S = 2.0
 OUTLAST = parse_config({**DUPLEX, "events": {"reply_outlasts_s": OUTLAST_S}})
 # a small set in which the data's assistant fails 3 of 8 cuts by default (stops by the grace end)
 SET_SEED = 1
-# the first 60 plans of DUPLEX (seed 3), pinned before reply_outlasts_s existed (since
-# voices carry `vocoded`, false here, the bytes have that key; without it they hash to
-# ad2b384c..., the digest pinned before: speech.vocoded_p moved no draw)
-DEFAULT_PLANS_SHA256 = "2de0cd82e92c978f32a3c1bb4807cf16bf52590d141d3f95ea77a61765383e6d"
+# the first 60 plans of DUPLEX (seed 3), pinned before reply_outlasts_s existed
+DEFAULT_PLANS_SHA256 = "ad2b384c2decbc73ba3882bbe4535c03728a1a692cdfd201745c878c82257730"
 
 
 @cache
