@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import wave
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -226,8 +227,7 @@ def _engine_audio(words: str, voice: Voice, cache: SynthesisCache | None) -> NDA
     key = CacheKey(engine_version(voice.engine), tuple(argv), words)
     wav = cache.get(key) if cache is not None else None
     if wav is None:
-        run = {"espeak-ng": _run_espeak, "flite": _run_flite, "pico": _run_pico}[voice.engine]
-        wav = run(argv, words)
+        wav = _RUNS[voice.engine](argv, words)
         if cache is not None:
             cache.put(key, wav)
     return _decode(wav, voice)
@@ -262,8 +262,8 @@ def _argv(words: str, voice: Voice) -> list[str]:
         ]
     if voice.engine == "pico":  # rate and pitch in percent of the voice's own
         rate = min(500, max(20, round(100 * voice.rate_wpm / _PICO_WPM[voice.name] / scale)))
-        pitch = 100 * 2 ** ((voice.pitch - 50) / _PITCH_OCTAVE) / scale
-        return ["pico", voice.name, str(rate), str(min(200, max(50, round(pitch))))]
+        percent = 100 * 2 ** ((voice.pitch - 50) / _PITCH_OCTAVE) / scale
+        return ["pico", voice.name, str(rate), str(min(200, max(50, round(percent))))]
     stretch = _FLITE_WPM[voice.name] / voice.rate_wpm * scale
     argv = ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch:.4f}"]
     if voice.pitch != 50 or scale != 1.0:
@@ -310,6 +310,13 @@ def _run_flite(argv: list[str], _words: str = "") -> bytes:
         out = Path(tmp) / "out.wav"
         _run([*argv, "-o", str(out)], b"")
         return out.read_bytes()
+
+
+_RUNS: dict[str, Callable[[list[str], str], bytes]] = {
+    "espeak-ng": _run_espeak,
+    "flite": _run_flite,
+    "pico": _run_pico,
+}
 
 
 def _run(
