@@ -1,5 +1,5 @@
-"""Speech from text with espeak-ng and flite, run as subprocesses, and SVOX Pico, run in
-this process, as 16 kHz float32.
+"""Speech from text with espeak-ng, flite and SVOX Pico, each run as a subprocess, as
+16 kHz float32.
 
 Text may carry pause markers: ``{pause:300}`` is 300 ms of silence. The text between
 markers is synthesized segment by segment, each segment's leading and trailing silence
@@ -7,7 +7,7 @@ is trimmed (by :func:`venus.datagen.acoustics.onsets`), and exactly the asked si
 put between them, so a pause measures its asked length, not the engine's idea of one.
 The utterance starts and ends with speech (or with a marker's silence), so placing it at
 sample ``s`` of a timeline puts its first onset at ``s``. Fillers and hesitations are
-plain words in the text ("um", "uh", "I mean"); both engines say them as written.
+plain words in the text ("um", "uh", "I mean"); the engines say them as written.
 
 Every engine is deterministic: the same text and voice give byte-identical audio.
 
@@ -68,9 +68,9 @@ _FLITE_F0_HZ = {"kal": 87.0, "kal16": 88.0, "awb": 129.0, "rms": 101.0, "slt": 1
 _FLITE_LIMITED = {"awb_time"}  # limited-domain voices (awb_time only says times)
 # SVOX Pico (``ttspico``, pip): its two English voices, both women's, HMM-based parametric
 # synthesis; their rate at rate 100% in espeak-ng's -s units (189 and 195 words a minute
-# on a 59-word paragraph, trimmed; espeak-ng's -s 160 measures 179) and median f0 (Hz).
+# on a 59-word paragraph, trimmed; espeak-ng's -s 160 measures 179). Their median f0 is
+# 166 / 174 Hz; pitch is asked in percent of it.
 _PICO_WPM = {"en-US": 169.0, "en-GB": 174.1}
-_PICO_F0_HZ = {"en-US": 166.0, "en-GB": 173.0}
 _PITCH_OCTAVE = 70.0  # pitch steps per octave: espeak-ng's -p 0..99 spans ~1.3 octaves
 
 _PAUSE = re.compile(r"\{pause:(\d+)\}")

@@ -211,6 +211,15 @@ def test_voice_fields_are_checked(fields: dict[str, Any]) -> None:
         Voice(**fields)
 
 
+def test_pico_without_its_package_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tts.importlib.util.find_spec
+    monkeypatch.setattr(
+        tts.importlib.util, "find_spec", lambda name: None if name == "ttspico" else real(name)
+    )
+    with pytest.raises(SynthesisError, match=r"realtime-venus\[voices\]"):
+        synthesize("Hello there", Voice("pico", "en-GB", rate_wpm=151))  # not in any cache
+
+
 def test_voices_lists_what_is_installed() -> None:
     assert {"en-us", "en-gb"} <= set(tts.voices("espeak-ng"))
     assert not any(v.startswith("mb-") for v in tts.voices("espeak-ng"))  # need mbrola
