@@ -236,6 +236,10 @@ class SpeechConfig:
     pico_voices: Annotated[tuple[str, ...], AfterValidator(_voices)] = Field(
         default=("en-US", "en-GB"), min_length=1
     )
+    engine_weights: tuple[Annotated[StrictFloat, Field(ge=0.0)], ...] = Field(
+        default=(),
+        description="each engine's weight, in the order of engines; empty: all alike",
+    )
     rate_wpm: Annotated[IntPair, _range(80, 400)] = (140, 200)
     pitch: Annotated[IntPair, _range(0, 99)] = (25, 75)
     gain_db: Annotated[FloatPair, _range(-20.0, 10.0)] = (-6.0, 3.0)
@@ -254,6 +258,13 @@ class SpeechConfig:
     )
 
     def __post_init__(self) -> None:
+        weights = self.engine_weights
+        if weights and (len(weights) != len(self.engines) or sum(weights) <= 0):
+            raise ValueError(
+                f"engine_weights: {list(weights)} (sum {sum(weights):g}) for the "
+                f"{len(self.engines)} engines {list(self.engines)}: give one weight per "
+                "engine, in its order, not all 0; or none, to draw them alike"
+            )
         if self.fixed_assistant() is None:
             return
         for engine in self.engines:

@@ -16,7 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from venus.datagen import domains as dom
-from venus.datagen.config import GenerationConfig
+from venus.datagen.config import GenerationConfig, SpeechConfig
 from venus.datagen.domains import pick
 from venus.datagen.plan import (
     FILLERS,
@@ -56,6 +56,15 @@ def draw(rng: np.random.Generator, ratios: dict[str, float]) -> str:
     """A key of ``ratios`` drawn by its weight (the weights need not sum to 1)."""
     total = sum(ratios.values())
     return inverse({k: p / total for k, p in ratios.items()}, float(rng.random()))
+
+
+def draw_engine(rng: np.random.Generator, speech: SpeechConfig) -> Engine:
+    """A person's engine: by ``speech.engine_weights``, or all alike without them (one
+    draw of an index, as before the weights existed, so such configs plan as they did)."""
+    if not speech.engine_weights:
+        return pick(rng, speech.engines)
+    ratios = {str(i): w for i, w in enumerate(speech.engine_weights)}
+    return speech.engines[int(draw(rng, ratios))]
 
 
 def draw_formant(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
@@ -128,7 +137,7 @@ class Draft:
     def _voice(self, exclude: str = "", steady: bool = False) -> Voice:
         """A voice drawn from the config's lists, never the assistant's fixed one."""
         s, rng = self.config.speech, self.rng
-        engine = pick(rng, s.engines)
+        engine = draw_engine(rng, s)
         names = s.people_voices(engine)
         name = pick(rng, [n for n in names if n != exclude] or names)
         if steady:

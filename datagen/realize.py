@@ -45,7 +45,7 @@ from venus.datagen.mixdown import (
 )
 from venus.datagen.plan import EPS_S, Plan, PlanError, Scene, Turn, Voice, segments
 from venus.datagen.planner import plan_sample
-from venus.datagen.planner_draft import draw_formant
+from venus.datagen.planner_draft import draw_engine, draw_formant
 
 __all__ = [
     "BABBLE_LINES", "BABBLE_TALKERS", "MAX_ATTEMPTS", "ONSET_TOLERANCE_S", "PEAK_DBFS",
@@ -167,7 +167,7 @@ def _babble_talkers(
     s = config.speech
     talkers = []
     for k in range(BABBLE_TALKERS):
-        engine = s.engines[int(rng.integers(len(s.engines)))]
+        engine = draw_engine(rng, s)
         names = s.people_voices(engine)  # never the assistant's fixed voice
         name = names[int(rng.integers(len(names)))]
         rate = int(rng.integers(s.rate_wpm[0], s.rate_wpm[1] + 1))

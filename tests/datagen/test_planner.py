@@ -287,6 +287,26 @@ def test_a_fixed_assistant_voice_speaks_every_assistant_turn() -> None:
     }
 
 
+@pytest.mark.parametrize("weights, espeak_share", [((1.0, 0.0, 0.0), 1.0), ((2.0, 1.0, 1.0), 0.5)])
+def test_engine_weights_set_each_engines_share_of_the_people(
+    weights: tuple[float, ...], espeak_share: float
+) -> None:
+    config = parse_config(
+        {"speech": {"engines": ["espeak-ng", "flite", "pico"], "engine_weights": list(weights)}}
+    )
+    people = Counter(
+        t.voice.engine
+        for i in range(300)
+        for t in plan_sample(config, i, SEED).turns
+        if t.speaker != "assistant"
+    )
+    share = people["espeak-ng"] / sum(people.values())
+    assert share == pytest.approx(espeak_share, abs=0.06), people
+    assert people["flite"] == pytest.approx(people["pico"], rel=0.3)  # weighed alike
+    if espeak_share < 1.0:
+        assert people["flite"] and people["pico"]
+
+
 def test_the_default_draws_the_voices_as_before() -> None:
     digest = hashlib.sha256()
     assistants = set()
