@@ -305,7 +305,7 @@ def _run_pico(argv: list[str], words: str) -> bytes:
     return out.getvalue()
 
 
-def _run_flite(argv: list[str], _words: str = "") -> bytes:
+def _run_flite(argv: list[str], _words: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="venus-flite-") as tmp:
         out = Path(tmp) / "out.wav"
         _run([*argv, "-o", str(out)], b"")

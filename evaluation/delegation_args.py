@@ -2,7 +2,7 @@
 
 ``normalise`` puts a value in a canonical form for its JSON Schema; ``same_value``
 compares a hypothesis value with the reference's; ``argument_checks`` scores one pair of
-calls per top-level argument (``compare_arguments`` counts them).
+calls per top-level argument (``delegation.CallPair`` counts them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ __all__ = [
     "REL_TOL",
     "Schemas",
     "argument_checks",
-    "compare_arguments",
     "normalise",
     "same_value",
 ]
@@ -94,11 +93,3 @@ def argument_checks(
         )
         for k in sorted(set(hn) | set(rn))
     )
-
-
-def compare_arguments(
-    hypothesis: Mapping[str, Any], reference: Mapping[str, Any], schema: Mapping[str, Any] | None
-) -> tuple[int, int]:
-    """(arguments right, arguments in all) of a pair of calls (``argument_checks``)."""
-    checks = argument_checks(hypothesis, reference, schema)
-    return sum(right for _, right, _ in checks), len(checks)

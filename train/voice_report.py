@@ -14,17 +14,17 @@ LOSS_KEYS = ("flow_loss", "flow_prior", "vocoder_loss", "vocoder_mel", "vocoder_
 
 
 def measure_line(step: int, m: dict[str, float | None]) -> str:
-    def wer(key: str) -> str:
+    def percent(key: str) -> str:
         return pct(m[key], "n/a")
 
     f0 = ""
     if "voicing_agreement" in m:
         cents = "no frame voiced in both" if m["f0_cents"] is None else f"{m['f0_cents']} cents"
-        f0 = f"; f0 head {cents}, voicing {wer('voicing_agreement')}"
+        f0 = f"; f0 head {cents}, voicing {percent('voicing_agreement')}"
     return (
-        f"train-voice: measured at step {step}: WER original {wer('wer_original')}, "
-        f"vocoder {wer('wer_vocoder')}, chain {wer('wer_chain')} (units "
-        f"{wer('wer_units')}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
+        f"train-voice: measured at step {step}: WER original {percent('wer_original')}, "
+        f"vocoder {percent('wer_vocoder')}, chain {percent('wer_chain')} (units "
+        f"{percent('wer_units')}); log-mel L1 vocoder {m['vocoder_mel_l1']}, chain "
         f"{m['chain_mel_l1']} (units {m['units_mel_l1']}); RTF flow {m['flow_rtf']}, "
         f"vocoder {m['vocoder_rtf']}{f0}"
     )
