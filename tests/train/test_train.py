@@ -175,6 +175,10 @@ def test_the_shipped_recipe_and_its_sets_load_and_keep_the_voices_apart() -> Non
     listen = load_train_config(recipes / "venus-tiny-listen.toml")
     assert listen.listen_only and (listen.preset, listen.seed, listen.validation) == (
         recipe.preset, recipe.seed, recipe.validation)  # fmt: skip
+    # the thirty-sixth round's: the same stage twice as long, and nothing else changed
+    listen_long = load_train_config(recipes / "venus-tiny-listen-long.toml")
+    assert listen_long.steps == 2 * listen.steps
+    assert dataclasses.replace(listen_long, steps=listen.steps) == listen
     # the sixteenth round's variant: venus-tiny's recipe with the overlap events weighted
     events = load_train_config(recipes / "venus-tiny-events.toml")
     assert recipe.event_weight == 1.0 < events.event_weight
