@@ -49,13 +49,15 @@ def validate(
     batch_size: int = 8,
     by_category: bool = False,
     by_event: bool = False,
+    transcripts: Path | None = None,
 ) -> dict[str, Any]:
     """The validation figures (``evaluate``) of ``checkpoint`` over every sample of
     ``data``; with ``voice`` (the one it was trained with) the speech decoder's too; with
     ``by_category`` also each category's apart (``by_category``: name -> figures), since
     the categories ask different things (docs/training-log.md, seventh round); with
     ``by_event`` also each overlap event's outcome, counted by what it is (``by_event``:
-    group -> counts; by_event.py)."""
+    group -> counts; by_event.py); with ``transcripts``, each user turn the listening
+    head read written there as a JSON line (``evaluate``'s ``heard_turns``)."""
     tok_path = checkpoint / "tokenizer.json"
     if not (checkpoint / "config.json").is_file() or not tok_path.is_file():
         raise TrainConfigError(
@@ -77,6 +79,12 @@ def validate(
                 f"--voice {voice}: {codebook.size} codes, more than the checkpoint's speech "
                 f"decoder has ({model_cfg.speech.codebook})"
             )
+    listen, addressee = _heads(checkpoint, model_cfg, write)
+    if transcripts is not None and listen is None:
+        raise TrainConfigError(
+            f"--transcripts {transcripts}: {checkpoint} has no listening head "
+            "(train/state.pt of a run with train.ctc_weight > 0)"
+        )
     build = model_layout(model_cfg, load_tokenizer(tok_path), cfg.max_text_tokens)
     special, vision = model_cfg.special_token_ids, model_cfg.vision
     records = read_index(data)
@@ -96,12 +104,15 @@ def validate(
     speech_ids = None
     if codebook is not None:
         speech_ids = (model_cfg.speech.start_token, model_cfg.speech.end_token)
-    listen, addressee = _heads(checkpoint, model_cfg, write)
     write(f"validate: {len(examples)} samples teacher-forced")
     measure = partial(evaluate, model, control=control, size=batch_size,
                       speech_ids=speech_ids, listen=listen, addressee=addressee)  # fmt: skip
     with torch.no_grad():
-        figures: dict[str, Any] = measure(examples)
+        turns: list[dict[str, Any]] | None = None if transcripts is None else []
+        figures: dict[str, Any] = measure(examples, heard_turns=turns)
+        if transcripts is not None and turns is not None:
+            transcripts.write_text("".join(json.dumps(t) + "\n" for t in turns), "utf-8")
+            write(f"validate: {len(turns)} user turns with what the head heard in {transcripts}")
         if by_category:
             names = sorted({e.category for e in examples})
             figures["by_category"] = {

@@ -63,7 +63,8 @@ examples:
   venus validate venus-tiny --data heldout
   venus validate venus-tiny --data heldout --voice voice --jobs 0 --json heldout.json
   venus validate venus-tiny --data heldout --by-category
-  venus validate venus-tiny --data heldout --by-event   # each overlap event, by kind"""
+  venus validate venus-tiny --data heldout --by-event   # each overlap event, by kind
+  venus validate venus-tiny --data heldout --transcripts heard.jsonl   # what it heard"""
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -115,6 +116,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
                        "counted by what it is (a backchannel, an aside while speaking or "
                        "waiting, background speech, an interruption by intent): held "
                        "through, stopped for or kept listening as the data does")  # fmt: skip
+    check.add_argument("--transcripts", type=Path, metavar="FILE", help="also write each "
+                       "user turn the listening head read as a JSON line: its sample, "
+                       "start_s and end_s, what was said, what the head heard (greedy CTC) "
+                       "and the turn's CER")  # fmt: skip
     check.set_defaults(run=_validate)
 
 
@@ -185,7 +190,7 @@ def _validate(args: argparse.Namespace) -> int:
     validate = torch_entry("venus.train.check", "validate")
     m = validate(args.checkpoint, args.data, write_line, voice=args.voice,
                  jobs=args.jobs or os.cpu_count() or 1, by_category=args.by_category,
-                 by_event=args.by_event)  # fmt: skip
+                 by_event=args.by_event, transcripts=args.transcripts)  # fmt: skip
     if args.json is not None:
         args.json.write_text(json.dumps(m, indent=2) + "\n", "utf-8")
     print(validation_line(0, m, f"{args.checkpoint} on {args.data}"))  # noqa: T201

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -110,6 +110,8 @@ class HeardResult:
     log_probs: Tensor  # [T, N, classes], detached
     lengths: list[int]  # frames per turn
     texts: list[str]  # what was said
+    rows: list[int] = field(default_factory=list)  # per turn: its batch row
+    said: list[Heard] = field(default_factory=list)  # per turn: the turn (its row's chunks)
 
     def transcripts(self) -> list[str]:
         """Greedy CTC decoding (best class per frame, repeats merged, blanks dropped)."""
@@ -170,7 +172,15 @@ def heard_loss(
         reduction="mean",
         zero_infinity=True,  # a turn spoken faster than the frames can spell scores 0
     )
-    return HeardResult(loss, len(spans), log_probs.detach(), lengths, [h.text for *_, h in spans])
+    return HeardResult(
+        loss,
+        len(spans),
+        log_probs.detach(),
+        lengths,
+        [h.text for *_, h in spans],
+        [r for r, *_ in spans],
+        [h for *_, h in spans],
+    )
 
 
 def character_errors(reference: str, heard: str) -> tuple[int, int]:

@@ -4,14 +4,15 @@ the figures ``train/metrics.json``, ``history.jsonl`` and the progress line repo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from venus.export.model.venus import VenusModel
 from venus.train.addressee import CLASSES, AddresseeHead, balanced_accuracy
-from venus.train.batch import collate, forward_losses
+from venus.train.batch import MEL_FRAMES_PER_S, collate, forward_losses
 from venus.train.data import Example
-from venus.train.heard import ListenHead, character_errors
+from venus.train.heard import Heard, ListenHead, character_errors
 
 __all__ = ["evaluate", "validation_line"]
 
@@ -38,6 +39,7 @@ def evaluate(
     speech_ids: tuple[int, int] | None = None,
     listen: ListenHead | None = None,
     addressee: AddresseeHead | None = None,
+    heard_turns: list[dict[str, Any]] | None = None,
 ) -> dict[str, float]:
     """Validation figures: losses, control accuracy (and its majority-class chance),
     speak precision / recall, the decisions where an overlap event is decided (speaking or
@@ -48,8 +50,9 @@ def evaluate(
     and by token); with ``speech_ids``, the speech decoder's loss and next-unit accuracy,
     teacher-forced and closed loop (fed its own units, as in the daemon); with ``listen``,
     the listening loss and the character error rate of its greedy transcripts of the
-    user's turns; with ``addressee``, how often its head names whom a chunk's speech is
-    for."""
+    user's turns (and, into ``heard_turns``, each turn: its sample, its span in seconds,
+    what was said, what the head heard and the turn's CER); with ``addressee``, how often
+    its head names whom a chunk's speech is for."""
     was = model.training
     device = next(model.parameters()).device
     model.eval()
@@ -64,10 +67,15 @@ def evaluate(
             if losses.heard is not None:
                 sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
                 sums["heard"] += losses.heard.turns
-                for ref, hyp in zip(losses.heard.texts, losses.heard.transcripts(), strict=True):
+                heard = losses.heard
+                for ref, hyp, row, turn in zip(heard.texts, heard.transcripts(), heard.rows,
+                                               heard.said, strict=True):  # fmt: skip
                     edits, chars = character_errors(ref, hyp)
                     sums["edits"] += edits
                     sums["chars"] += chars
+                    if heard_turns is not None:
+                        heard_turns.append(_turn(examples[i + row], turn, hyp, edits, chars,
+                                                 model.cfg.mel_frames_per_chunk))  # fmt: skip
             if losses.speech is not None:
                 sums["speech"] += float(losses.speech) * losses.speech_tokens
                 sums["s"] += losses.speech_tokens
@@ -136,6 +144,22 @@ def evaluate(
         "argument_values": sums["v"],
         "decisions": sums["d"],
         "text_tokens": sums["t"],
+    }
+
+
+def _turn(
+    example: Example, turn: Heard, heard: str, edits: int, chars: int, mel_per_chunk: int
+) -> dict[str, Any]:
+    """One user turn as ``evaluate`` reports it into ``heard_turns``: its span in the
+    sample's seconds (``turn`` is in the example's chunks, from ``example.start``)."""
+    chunk_s = mel_per_chunk / MEL_FRAMES_PER_S
+    return {
+        "sample_id": example.sample_id,
+        "start_s": round((example.start + turn.start) * chunk_s, 3),
+        "end_s": round((example.start + turn.end) * chunk_s, 3),
+        "said": turn.text,
+        "heard": heard,
+        "cer": round(edits / chars, 4) if chars else 0.0,
     }
 
 

@@ -43,6 +43,7 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     theirs = json.loads((ck / "train" / "metrics.json").read_text())["validation"]
     assert "heard_cer" in theirs and mine.keys() == theirs.keys()  # the run's listening head
     assert mine == pytest.approx(theirs, rel=1e-5)
+    _check_transcripts(ck, subset, tmp_path / "heard.jsonl", mine)
     assert main(["validate", str(ck), "--data", str(small_set), "--by-category",
                  "--json", str(out)]) == 0  # fmt: skip
     every = json.loads(out.read_text())
@@ -58,6 +59,8 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     assert main(["validate", str(ck), "--data", str(subset), "--json", str(out)]) == 0
     assert "heard_cer" not in json.loads(out.read_text())
     assert "no train/state.pt beside the checkpoint" in capsys.readouterr().err
+    assert main(["validate", str(ck), "--data", str(subset), "--transcripts", str(out)]) != 0
+    assert "has no listening head" in capsys.readouterr().err
     (tmp_path / "state.pt").rename(state)
     # the text budget is the run's (6 tokens): the default 16 lays out other text targets
     (ck / "train" / "recipe.toml").unlink()
@@ -68,6 +71,28 @@ def test_validate_on_the_runs_own_split_gives_the_runs_figures(
     (ck / "train" / "metrics.json").write_text('{"step": 2, ')  # a run's record, cut short
     with pytest.raises(TrainConfigError, match=r"train/metrics\.json: cannot be read"):
         validate(ck, subset, lambda _l: None)
+
+
+def _check_transcripts(ck: Path, data: Path, path: Path, figures: dict[str, float]) -> None:
+    """`--transcripts`: a line per turn the head read, each a user turn of its sample's
+    trajectory (its span and words), with the CER of what was heard; the turns add up to
+    the figures' count and CER."""
+    from venus.cli import main
+    from venus.train.data import trajectory
+    from venus.train.heard import character_errors, normalise
+
+    assert main(["validate", str(ck), "--data", str(data), "--transcripts", str(path)]) == 0
+    turns = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(turns) == figures["heard_turns"] > 0
+    edits = chars = 0
+    for t in turns:
+        user = [u for u in trajectory(data, t["sample_id"])["turns"] if u["speaker"] == "user"]
+        assert any(normalise(u["text"]) == t["said"] and u["start_s"] == pytest.approx(t["start_s"])
+                   and u["end_s"] == pytest.approx(t["end_s"]) for u in user)  # fmt: skip
+        e, c = character_errors(t["said"], t["heard"])
+        assert t["cer"] == pytest.approx(e / c, abs=1e-4)
+        edits, chars = edits + e, chars + c
+    assert edits / chars == pytest.approx(figures["heard_cer"], rel=1e-6)
 
 
 def test_val_data_trains_on_all_of_the_data_and_validates_on_the_other_set(
