@@ -53,6 +53,8 @@ def _sample(s: SampleScore) -> dict[str, Any]:
                 "arguments_right": p.arguments_right,
                 "arguments": p.arguments,
                 "hypothesis_arguments": dict(p.hypothesis.arguments),
+                "reference_arguments": dict(p.reference.arguments),
+                "right_by_argument": {key: right for key, right, _ in p.checks},
                 "result_chunk": p.hypothesis.result_chunk,
                 "spoken_chunk": p.hypothesis.spoken_chunk,
                 "said": p.hypothesis.said,
