@@ -30,7 +30,7 @@ from venus.export.model.config import ModelConfig
 from venus.export.model.venus import VenusModel
 from venus.train.addressee import AddresseeHead
 from venus.train.config import TrainConfig, TrainConfigError, load_train_config
-from venus.train.data import load_examples, model_layout, numbers_spelled, read_index
+from venus.train.data import load_examples, model_layout, read_index
 from venus.train.heard import ListenHead
 from venus.train.speech_units import decided_units
 from venus.train.tokenizer import load_tokenizer
@@ -100,8 +100,6 @@ def validate(
         units=None if codebook is None else partial(decided_units, codebook=codebook),
         progress=loading, jobs=jobs,
     )  # fmt: skip
-    if cfg.spell_numbers:  # the run's listening targets (its recipe's train.spell_numbers)
-        examples = numbers_spelled(examples)
     control = [special[t] for t in ("<|listen|>", "<|speak|>", "<|turn_eos|>")]
     speech_ids = None
     if codebook is not None:

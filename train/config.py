@@ -33,8 +33,6 @@ key or a bad value is an error naming it.
     speech_grad = false      # whether the speech loss also trains the backbone
     speech_sampling = 0.0    # share of fed units replaced by the decoder's own (ramped)
     ctc_weight = 0.0         # the listening loss (CTC over the user's words, heard.py)
-    spell_numbers = false    # its targets with numbers in words, as the voices say them
-                             #   ("15" -> "fifteen"; num2words, the asr extra)
     listen_only = false      # train the audio encoder and listening head alone (listen.py):
                              #   the only loss, so ctc_weight's value does not matter there
     clip = "all"             # gradient clipping to norm 1: "all" together, "component" apart
@@ -91,7 +89,6 @@ class TrainConfig:
     speech_grad: bool = False
     speech_sampling: float = 0.0
     ctc_weight: float = 0.0
-    spell_numbers: bool = False
     listen_only: bool = False
     clip: str = "all"
     mel_warp: float = 0.0
@@ -116,8 +113,7 @@ SECTION_OF = {
                             "addressee_weight",
                             "max_text_tokens",
                             "crop", "speech_weight", "speech_grad", "speech_sampling", "ctc_weight",
-                            "spell_numbers", "listen_only", "clip", "mel_warp", "mel_gain_db",
-                            "mel_freq_masks",
+                            "listen_only", "clip", "mel_warp", "mel_gain_db", "mel_freq_masks",
                             "checkpoint_every", "keep", "threads")},
 }  # fmt: skip
 PRESETS = TRAINABLE_PRESETS
@@ -171,14 +167,6 @@ def parse_train_config(data: dict[str, Any], source: str = "config") -> TrainCon
             not cfg.listen_only or cfg.ctc_weight > 0,
             "train.listen_only trains the listening head: set train.ctc_weight > 0",
         ),
-        (
-            not cfg.spell_numbers or cfg.ctc_weight > 0,
-            "train.spell_numbers spells the listening loss's targets: set train.ctc_weight > 0",
-        ),
-        (
-            not cfg.spell_numbers or _has_num2words(),
-            "train.spell_numbers needs num2words: pip install 'realtime-venus[asr]'",
-        ),
         (cfg.clip in CLIP_MODES, f"train.clip must be one of {', '.join(CLIP_MODES)}"),
         (0.0 <= cfg.mel_warp < 0.5, "train.mel_warp must be in [0, 0.5)"),
         (0.0 <= cfg.mel_gain_db <= 40.0, "train.mel_gain_db must be in [0, 40]"),
@@ -201,10 +189,3 @@ def load_train_config(path: Path | None) -> TrainConfig:
     if path is None:
         return TrainConfig()
     return parse_train_config(read_recipe(path, TrainConfigError), str(path))
-
-
-def _has_num2words() -> bool:
-    """Whether ``train.spell_numbers`` can spell (``venus eval asr``'s ``spell_numbers``)."""
-    from importlib.util import find_spec
-
-    return find_spec("num2words") is not None

@@ -24,7 +24,7 @@ from venus.errors import DeviceError, VenusError
 from venus.hw.sources import FileAudioSource
 from venus.hw.video_file import VideoFile
 from venus.train.addressee import chunk_addressees
-from venus.train.heard import Heard, heard_turns, spelled
+from venus.train.heard import Heard, heard_turns
 from venus.train.layout import Encode, Layout, build_layout
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ __all__ = [
     "cropped",
     "layout_builder",
     "load_examples",
-    "numbers_spelled",
     "read_index",
     "sample_texts",
 ]
@@ -259,12 +258,6 @@ def model_layout(model_cfg: ModelConfig, tokenizer: Tokenizer, max_text_tokens: 
         vision_tokens=vision.queries if vision is not None else 0,
         max_text_tokens=max_text_tokens,
     )  # fmt: skip
-
-
-def numbers_spelled(examples: Sequence[Example]) -> list[Example]:
-    """``examples`` with their user turns' numbers in words (``train.spell_numbers``:
-    ``heard.spelled``), for the listening loss and its character error rate."""
-    return [replace(e, heard=spelled(e.heard)) for e in examples]
 
 
 def load_examples(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -41,7 +41,6 @@ __all__ = [
     "heard_turns",
     "normalise",
     "shifted",
-    "spelled",
     "turn_frames",
 ]
 
@@ -77,26 +76,8 @@ def heard_turns(turns: Iterable[Mapping[str, Any]], chunk_s: float) -> tuple[Hea
         text = normalise(str(t.get("text", "")))
         if t.get("speaker") != SPEAKER or not text:
             continue
-        out.append(Heard(float(t["start_s"]) / chunk_s, float(t["end_s"]) / chunk_s, text,
-                         _labels(text)))  # fmt: skip
-    return tuple(out)
-
-
-def _labels(text: str) -> tuple[int, ...]:
-    return tuple(ALPHABET.index(c) + 1 for c in text)
-
-
-def spelled(heard: Sequence[Heard]) -> tuple[Heard, ...]:
-    """``heard`` with each number in words, as the voices say it (``train.spell_numbers``):
-    ``venus eval asr``'s ``spell_numbers`` on the normalised text, whose numbers are
-    whole (a decimal point or a thousands comma is a space by then; the data's user turns
-    have neither)."""
-    from venus.evaluation.asr import spell_numbers
-
-    out = []
-    for h in heard:
-        text = normalise(spell_numbers(h.text))
-        out.append(replace(h, text=text, labels=_labels(text)))
+        labels = tuple(ALPHABET.index(c) + 1 for c in text)
+        out.append(Heard(float(t["start_s"]) / chunk_s, float(t["end_s"]) / chunk_s, text, labels))
     return tuple(out)
 
 

@@ -47,7 +47,6 @@ from venus.train.data import (
     cropped,
     load_examples,
     model_layout,
-    numbers_spelled,
     sample_texts,
 )
 from venus.train.device import resolve_device
@@ -255,8 +254,6 @@ def _open(
         examples = load(data, train_recs + val_recs)
     else:
         examples = load(data, train_recs) + load(val_data, val_recs)
-    if cfg.spell_numbers:
-        examples = numbers_spelled(examples)
     truncated = sum(e.layout.stats.truncated_chunks for e in examples)
     if truncated:
         write(f"train: {truncated} chunks' text cut to {cfg.max_text_tokens} tokens (the budget)")

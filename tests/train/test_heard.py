@@ -20,7 +20,6 @@ from venus.train.heard import (
     heard_turns,
     normalise,
     shifted,
-    spelled,
     turn_frames,
 )
 
@@ -36,22 +35,6 @@ def test_only_the_users_turns_are_heard_in_chunk_units() -> None:
     assert (h.start, h.end, h.text) == (2.0, 5.0, "what's 2 2 tell me")
     assert "".join(ALPHABET[c - 1] for c in h.labels) == h.text
     assert normalise("  Ünïcode — OK ") == "n code ok"
-
-
-def test_numbers_are_spelled_as_the_voices_say_them() -> None:
-    from venus.train.config import TrainConfigError, parse_train_config
-
-    turns = [{"speaker": "user", "text": "Set a timer for 15 seconds, then 2+2?",
-              "start_s": 1.0, "end_s": 2.5}]  # fmt: skip
-    [h] = spelled(heard_turns(turns, chunk_s=0.5))
-    assert (h.start, h.end) == (2.0, 5.0)
-    assert h.text == "set a timer for fifteen seconds then two two"
-    assert "".join(ALPHABET[c - 1] for c in h.labels) == h.text
-    assert parse_train_config({"train": {"spell_numbers": True, "ctc_weight": 1.0}}).spell_numbers
-    with pytest.raises(
-        TrainConfigError, match=r"r\.toml: train\.spell_numbers .* train\.ctc_weight > 0"
-    ):
-        parse_train_config({"train": {"spell_numbers": True}}, "r.toml")
 
 
 def test_an_example_holds_only_whole_turns_in_its_own_chunks() -> None:
@@ -109,39 +92,3 @@ def test_a_run_with_the_listening_loss_trains_its_head_resumes_and_exports_witho
     names = json.loads((tmp_path / "whole" / INDEX).read_text())["weight_map"]
     assert names and not any("listen" in n or n == "proj.weight" for n in names)
     assert main(["export", str(tmp_path / "whole"), "--out", str(tmp_path / "engines")]) == 0
-
-
-def _with_a_number(data: Path, out: Path) -> Path:
-    """A copy of ``data`` whose users' first turns each end in a number."""
-    import shutil
-
-    shutil.copytree(data, out)
-    for path in (out / "samples").glob("*/trajectory.json"):
-        t = json.loads(path.read_text())
-        first = next(u for u in t["turns"] if u["speaker"] == "user")
-        first["text"] = first["text"].rstrip("?.!") + " in 15 seconds?"
-        path.write_text(json.dumps(t))
-    return out
-
-
-def test_a_run_with_numbers_spelled_is_validated_on_the_words(
-    small_set: Path, tmp_path: Path
-) -> None:
-    """The run's listening targets and `venus validate`'s (from the run's recipe) both have
-    the numbers in words: the same CTC loss on the same set, and the turns say "fifteen"."""
-    from venus.cli import main
-    from venus.train.config import TrainConfig
-    from venus.train.loop import train
-
-    data = _with_a_number(small_set, tmp_path / "set")
-    cfg = TrainConfig(steps=2, batch_size=2, warmup_steps=1, checkpoint_every=2, threads=1,
-                      ctc_weight=1.0, spell_numbers=True)  # fmt: skip
-    train(cfg, data, tmp_path / "ck", lambda _l: None, val_data=data)
-    theirs = json.loads((tmp_path / "ck" / "train" / "metrics.json").read_text())["validation"]
-    out, turns = tmp_path / "figures.json", tmp_path / "turns.jsonl"
-    assert main(["validate", str(tmp_path / "ck"), "--data", str(data), "--json", str(out),
-                 "--transcripts", str(turns)]) == 0  # fmt: skip
-    assert json.loads(out.read_text())["ctc_loss"] == pytest.approx(theirs["ctc_loss"], rel=1e-5)
-    said = [json.loads(line)["said"] for line in turns.read_text().splitlines()]
-    assert sum("in fifteen seconds" in s for s in said) >= 6  # every sample's first turn
-    assert not any(c.isdigit() for s in said for c in s)
