@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -109,9 +109,13 @@ class HeardResult:
     turns: int
     log_probs: Tensor  # [T, N, classes], detached
     lengths: list[int]  # frames per turn
-    texts: list[str]  # what was said
-    rows: list[int] = field(default_factory=list)  # per turn: its batch row
-    said: list[Heard] = field(default_factory=list)  # per turn: the turn (its row's chunks)
+    rows: list[int]  # per turn: its batch row
+    said: list[Heard]  # per turn: the turn, in its row's chunks
+
+    @property
+    def texts(self) -> list[str]:
+        """What was said, per turn."""
+        return [h.text for h in self.said]
 
     def transcripts(self) -> list[str]:
         """Greedy CTC decoding (best class per frame, repeats merged, blanks dropped)."""
@@ -177,7 +181,6 @@ def heard_loss(
         len(spans),
         log_probs.detach(),
         lengths,
-        [h.text for *_, h in spans],
         [r for r, *_ in spans],
         [h for *_, h in spans],
     )

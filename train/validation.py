@@ -64,13 +64,13 @@ def evaluate(
             batch = collate(examples[i : i + size], speech_ids).to(device)
             losses = forward_losses(model, batch, control, listen=listen, closed_loop=True,
                                     addressee=addressee)  # fmt: skip
-            if losses.heard is not None:
-                sums["ctc"] += float(losses.heard.loss.detach()) * losses.heard.turns
-                sums["heard"] += losses.heard.turns
-                heard = losses.heard
-                for ref, hyp, row, turn in zip(heard.texts, heard.transcripts(), heard.rows,
-                                               heard.said, strict=True):  # fmt: skip
-                    edits, chars = character_errors(ref, hyp)
+            heard = losses.heard
+            if heard is not None:
+                sums["ctc"] += float(heard.loss.detach()) * heard.turns
+                sums["heard"] += heard.turns
+                for hyp, row, turn in zip(heard.transcripts(), heard.rows, heard.said,
+                                          strict=True):  # fmt: skip
+                    edits, chars = character_errors(turn.text, hyp)
                     sums["edits"] += edits
                     sums["chars"] += chars
                     if heard_turns is not None:

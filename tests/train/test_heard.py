@@ -58,8 +58,9 @@ def test_greedy_decoding_merges_repeats_and_drops_blanks() -> None:
     log_probs = torch.full((len(path) + 3, 1, len(ALPHABET) + 1), -9.0)
     for t, c in enumerate(path + "abc"):  # frames past the turn's length are not read
         log_probs[t, 0, cls(c)] = 0.0
-    result = HeardResult(torch.tensor(0.0), 1, log_probs, [len(path)], ["hello w"])
-    assert result.transcripts() == ["hello w"]
+    said = Heard(0.0, 1.0, "hello w", ())
+    result = HeardResult(torch.tensor(0.0), 1, log_probs, [len(path)], [0], [said])
+    assert result.transcripts() == ["hello w"] == result.texts
 
 
 def test_character_errors_count_edits_against_the_reference() -> None:
