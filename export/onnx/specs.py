@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from torch import nn
 
 from venus.errors import ExportError
-from venus.export.model.config import ModelConfig
+from venus.export.model.config import ModelConfig, VocoderConfig
 from venus.export.model.venus import VenusModel
+from venus.export.model.vocoders import AnyVocoder
 from venus.export.onnx import graphs
 
 Dim = int | str
@@ -192,8 +193,13 @@ def _flow(model: VenusModel) -> GraphSpec:
 
 
 def _vocoder(model: VenusModel) -> GraphSpec:
-    v = model.cfg.vocoder
-    convs = model.vocoder.cache_shapes()
+    return vocoder_spec(model.cfg.vocoder, model.vocoder)
+
+
+def vocoder_spec(v: VocoderConfig, vocoder: AnyVocoder) -> GraphSpec:
+    """The vocoder's graph, from its config and module alone (``revocode.py`` re-exports a
+    Griffin-Lim vocoder without the rest of the model)."""
+    convs = vocoder.cache_shapes()
     frames = f"{v.hop} * frames"
 
     def conv(prefix: str) -> tuple[TensorTemplate, ...]:
@@ -207,14 +213,14 @@ def _vocoder(model: VenusModel) -> GraphSpec:
     if v.source == "none":
         return GraphSpec(
             "vocoder",
-            graphs.VocoderGraph(model.vocoder),
+            graphs.VocoderGraph(vocoder),
             (mel, *conv("past_conv")),
             (pcm, *conv("present_conv")),
             varargs=len(convs),
         )
     return GraphSpec(  # the sine source's phase, in cycles, after the mel
         "vocoder",
-        graphs.SineVocoderGraph(model.vocoder),
+        graphs.SineVocoderGraph(vocoder),
         (mel, TensorTemplate("past_phase", "float", ("batch", 1)), *conv("past_conv")),
         (pcm, TensorTemplate("present_phase", "float", ("batch", 1)), *conv("present_conv")),
         varargs=len(convs),

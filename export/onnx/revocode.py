@@ -1,0 +1,208 @@
+"""``python -m venus.export.onnx.revocode ENGINES --iterations N --out NEW``: a copy of an
+engine directory whose Griffin-Lim vocoder runs ``N`` phase rounds a step.
+
+A Griffin-Lim vocoder (``griffin_lim.py``) has no trained weights: its graph is the
+config's signal processing and the voice's per-bin log-mel ``mean`` and ``std``. So it can
+be made again at another iteration count without the checkpoint, which engines do not
+carry. The stats are read back from the graph (the ``Mul`` by ``std`` and the ``Add`` of
+``mean`` that open it), and before anything is written the vocoder is re-made at the
+engines' own count and must give the graph's own output on a random mel: stats read
+wrong, or a graph of another make, stop it there. The copy's manifest names the new
+vocoder file and says the new count in its ``model_config``, and ``tools`` records the
+change (``revocode``); every other file is copied as it is.
+
+Measured on the shipped venus-tiny (docs/training-log.md, the thirty-eighth round): from
+4 to 16 rounds the replies are heard within the spread two flow seeds give; 32 are heard
+worse. The cost grows with the rounds (16 take about 3 GFLOP a second of speech).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from numpy.typing import NDArray
+from onnx import numpy_helper
+
+from venus.engines.manifest import Manifest, load_manifest, verify, write_manifest
+from venus.errors import ExportError, VenusError
+from venus.export.model.config import ModelConfig, VocoderConfig, config_from_dict, config_to_dict
+from venus.export.model.griffin_lim import GriffinLimVocoder
+from venus.export.onnx.build import prepare_out
+from venus.export.onnx.exporter import export_graph
+from venus.export.onnx.manifest import component_entry
+from venus.export.onnx.specs import vocoder_spec
+
+__all__ = ["graph_stats", "revocode"]
+
+log = logging.getLogger(__name__)
+VOCODER_FILE = "vocoder.onnx"
+CHECK_FRAMES = 50  # one second of mel for the reproduction check
+CHECK_TOLERANCE = 1e-4  # of the output's peak
+
+
+def graph_stats(graph: onnx.ModelProto, bins: int) -> tuple[NDArray[np.float32], ...]:
+    """The voice's ``(mean, std)`` a Griffin-Lim vocoder graph de-normalises its ``mel``
+    input with (``mel * std + mean``, the graph's first arithmetic)."""
+    inits = {i.name: i for i in graph.graph.initializer}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    def operand(node: onnx.NodeProto, other: str) -> NDArray[np.float32] | None:
+        names = [n for n in node.input if n != other]
+        if len(names) != 1 or names[0] not in inits:
+            return None
+        value = numpy_helper.to_array(inits[names[0]]).astype(np.float32)
+        return value.reshape(-1) if value.size == bins else None
+
+    for mul in (n for n in consumers.get("mel", []) if n.op_type == "Mul"):
+        std = operand(mul, "mel")
+        for add in (n for n in consumers.get(mul.output[0], []) if n.op_type == "Add"):
+            mean = operand(add, mul.output[0])
+            if std is not None and mean is not None:
+                return mean, std
+    raise ExportError(
+        f"the vocoder graph does not open with mel * std + mean over {bins} bins: not a "
+        "Griffin-Lim vocoder as `venus export` writes one"
+    )
+
+
+def _vocoder(
+    cfg: VocoderConfig, mean: NDArray[np.float32], std: NDArray[np.float32]
+) -> GriffinLimVocoder:
+    vocoder = GriffinLimVocoder(cfg)
+    vocoder.set_stats(torch.from_numpy(mean.copy()), torch.from_numpy(std.copy()))
+    return vocoder.eval()
+
+
+def _export(cfg: ModelConfig, vocoder: GriffinLimVocoder, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        files = export_graph(vocoder_spec(cfg.vocoder, vocoder), cfg, Path(tmp))
+        if files != [VOCODER_FILE]:
+            raise ExportError(f"the vocoder exported as {files}, not one {VOCODER_FILE}")
+        shutil.copyfile(Path(tmp) / VOCODER_FILE, out)
+
+
+def _run(path: Path, mel: NDArray[np.float32], bins: int, context: int) -> NDArray[np.float32]:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {
+        "mel": mel,
+        "past_conv.0": np.zeros((1, 2 * bins, context), np.float32),
+        "past_conv.1": np.zeros((1, bins, 1), np.float32),
+    }
+    out: NDArray[np.float32] = session.run(["pcm"], feeds)[0]
+    return out
+
+
+def _model_config(engines: Path, manifest: Manifest) -> ModelConfig:
+    if not manifest.model_config:
+        raise ExportError(
+            f"{engines}/manifest.json has no model_config (engines exported before it was "
+            "recorded): export them again from their checkpoint"
+        )
+    cfg = config_from_dict(manifest.model_config, f"{engines}/manifest.json model_config")
+    if cfg.vocoder.kind != "griffin_lim":
+        raise ExportError(
+            f"{engines}: the vocoder is {cfg.vocoder.kind!r}, whose weights were trained; only "
+            "a griffin_lim vocoder is re-made without its checkpoint"
+        )
+    if manifest.backend != "onnx":
+        raise ExportError(
+            f"{engines}: {manifest.backend} engines hold built plans; re-make the onnx "
+            "engines, then build with `venus export --backend tensorrt`"
+        )
+    if "vocoder" not in manifest.components:
+        raise ExportError(f"{engines}/manifest.json lists no vocoder component")
+    return cfg
+
+
+def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
+    """Copy ``engines`` to ``out`` (new or empty) with the Griffin-Lim vocoder at
+    ``iterations`` rounds a step (module doc); -> the new manifest."""
+    manifest = load_manifest(engines)
+    cfg = _model_config(engines, manifest)
+    old = cfg.vocoder
+    try:
+        new_cfg = dataclasses.replace(old, iterations=iterations)
+    except (ValueError, TypeError) as e:  # pydantic's range check on iterations
+        raise ExportError(f"--iterations {iterations}: {e}") from None
+    original = engines / VOCODER_FILE
+    mean, std = graph_stats(onnx.load(str(original)), old.mel_bins)
+
+    rng = np.random.default_rng(0)
+    mel = rng.standard_normal((1, old.mel_bins, CHECK_FRAMES)).astype(np.float32)
+    same = _vocoder(old, mean, std)
+    context = same.context
+    with tempfile.TemporaryDirectory() as tmp:
+        remade = Path(tmp) / VOCODER_FILE
+        log.info("revocode: re-making the vocoder at its own %d rounds to check it", old.iterations)
+        _export(cfg, same, remade)
+        want = _run(original, mel, same.bins, context)
+        got = _run(remade, mel, same.bins, context)
+        gap = float(np.abs(want - got).max())
+        if gap > CHECK_TOLERANCE * max(float(np.abs(want).max()), 1e-6):
+            raise ExportError(
+                f"{original}: re-made from its own stats it differs by {gap:.3g} (peak "
+                f"{float(np.abs(want).max()):.3g}): a graph of another make; export again"
+            )
+        log.info(
+            "revocode: reproduced %s to %.2g; copying %s to %s", VOCODER_FILE, gap, engines, out
+        )
+        prepare_out(out)
+        shutil.copytree(engines, out, dirs_exist_ok=True)
+        new_model = dataclasses.replace(cfg, vocoder=new_cfg)
+        log.info("revocode: exporting the vocoder at %d rounds", iterations)
+        _export(new_model, _vocoder(new_cfg, mean, std), out / VOCODER_FILE)
+    entry = component_entry(out, [VOCODER_FILE], "fp32", None)
+    change = f"griffin_lim iterations {old.iterations} -> {iterations}"
+    earlier = manifest.tools.get("revocode")
+    tools = {**manifest.tools, "revocode": f"{earlier}; {change}" if earlier else change}
+    result = dataclasses.replace(
+        manifest,
+        components={**manifest.components, "vocoder": entry},
+        model_config=config_to_dict(new_model),
+        tools=tools,
+    )
+    write_manifest(out, result)
+    verify(out, result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m venus.export.onnx.revocode",
+        description="Copy an engine directory with its Griffin-Lim vocoder re-made at another "
+        "number of phase rounds a step (no checkpoint needed: the vocoder has no trained "
+        "weights). The rest of the engines is copied as it is.",
+    )
+    parser.add_argument("engines", type=Path, metavar="ENGINES", help="an engine directory")
+    parser.add_argument(
+        "--iterations", type=int, required=True, metavar="N",
+        help="Griffin-Lim rounds a step (1 to 256; the shipped voice has 16)",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, required=True, metavar="NEW",
+                        help="new (or empty) engine directory")  # fmt: skip
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        result = revocode(args.engines, args.out, args.iterations)
+    except VenusError as e:
+        sys.stderr.write(f"revocode: {e}\n")
+        return 1
+    sys.stdout.write(f"revocode: wrote {args.out} ({result.tools['revocode']})\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
