@@ -84,11 +84,14 @@ class Schedule:
 @dataclass(config=_CFG)
 class Sampling:
     """How the exporter recommends sampling these engines' text and speech tokens
-    (``venus export --temperature / --top-p``); the daemon takes each where its own
-    ``[model]`` key is not set. None: no recommendation."""
+    (``venus export --temperature / --top-p``) and the flow decoder's noise (``venus
+    export --flow-temperature``); the daemon takes each where its own ``[model]`` key is
+    not set. None: no recommendation."""
 
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # 0: greedy
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    # The flow decoder's starting noise scale (``engines/flow.py``; 0: its mean path)
+    flow_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
 
 
 @dataclass(config=_CFG)

@@ -149,6 +149,14 @@ def _register_export(commands: argparse._SubParsersAction[Any]) -> None:
         "(default: no recommendation, the daemon's 0.9)",
     )
     exp.add_argument(
+        "--flow-temperature",
+        type=float,
+        metavar="T",
+        help="recommend this scale of the flow decoder's starting noise (0 to 2; 0: no "
+        "noise, its mean path) where [model] flow_temperature is not set (default: no "
+        "recommendation, the daemon's 1.0)",
+    )
+    exp.add_argument(
         "--verify",
         action="store_true",
         help="check every graph against the torch reference on random inputs and print a "
@@ -238,7 +246,7 @@ def _export(args: argparse.Namespace) -> int:
     from venus.export.model.venus import VenusModel
     from venus.export.onnx.build import checkpoint_tokenizer, export_engines, prepare_out
 
-    sampling = _sampling(args.temperature, args.top_p)
+    sampling = _sampling(args.temperature, args.top_p, args.flow_temperature)
 
     if not (args.checkpoint / "config.json").is_file():
         raise ExportError(
@@ -271,20 +279,23 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sampling(temperature: float | None, top_p: float | None) -> Sampling | None:
-    """``--temperature`` and ``--top-p`` as the manifest's recommendation (None: neither
-    given); a value out of range is an error naming the option."""
+def _sampling(
+    temperature: float | None, top_p: float | None, flow_temperature: float | None = None
+) -> Sampling | None:
+    """``--temperature``, ``--top-p`` and ``--flow-temperature`` as the manifest's
+    recommendation (None: none given); a value out of range is an error naming the
+    option."""
     from pydantic import ValidationError
 
     from venus.engines.manifest import Sampling
 
-    if temperature is None and top_p is None:
+    if temperature is None and top_p is None and flow_temperature is None:
         return None
     try:
-        return Sampling(temperature=temperature, top_p=top_p)
+        return Sampling(temperature=temperature, top_p=top_p, flow_temperature=flow_temperature)
     except ValidationError as e:
         (err, *_) = e.errors()
-        option = "--top-p" if err["loc"][-1] == "top_p" else "--temperature"
+        option = "--" + str(err["loc"][-1]).replace("_", "-")
         raise ExportError(f"{option} {err['input']}: {err['msg']}") from None
 
 

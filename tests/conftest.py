@@ -176,7 +176,7 @@ def tiny_export(tmp_path_factory: pytest.TempPathFactory) -> TinyExport:
             # the daemon's own defaults as the engines' recommendation: written, and sampled
             # as before
             export = run("export", "ckpt", "--out", "engines", "--verify", "--temperature",
-                         "0.7", "--top-p", "0.9")  # fmt: skip
+                         "0.7", "--top-p", "0.9", "--flow-temperature", "1.0")  # fmt: skip
             if export.returncode != 0:
                 pytest.fail(f"venus export failed:\n{export.stderr[-4000:]}")
             ran = {"args": export.args, "stdout": export.stdout, "stderr": export.stderr}

@@ -34,6 +34,7 @@ Provider = Literal["tensorrt", "cuda", "cpu"]
 # Sampling where neither [model] nor the engines' manifest says (ModelConfig.temperature).
 DEFAULT_TEMPERATURE = 0.7
 DEFAULT_TOP_P = 0.9
+DEFAULT_FLOW_TEMPERATURE = 1.0  # the flow decoder's noise as it was trained (x_0 ~ N(0, 1))
 NODE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MQTT_SCHEMES = ("mqtt", "mqtts", "ws", "wss")
 
@@ -103,6 +104,14 @@ class ModelConfig:
         le=1.0,
         description="Nucleus sampling: keep this probability mass. Not set: the engines' "
         "recommendation, else 0.9.",
+    )
+    flow_temperature: StrictFloat | None = Field(
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description="Scale of the flow decoder's starting noise when it turns speech "
+        "tokens into a mel; 0 follows its mean path (no noise). Not set: the engines' "
+        "recommendation, else 1.0.",
     )
     listen_bias: StrictFloat = Field(
         default=0.0,

@@ -155,7 +155,8 @@ def open_frontend(
             records.append(record)
         on_record(record)
 
-    speech_out = SpeechOut(engines, playback, done, seed=cfg.model.seed)
+    flow_temperature = sampling_of(cfg.model, engines.manifest).flow_temperature
+    speech_out = SpeechOut(engines, playback, done, cfg.model.seed, flow_temperature)
     vad = Vad(cfg.audio.vad_aggressiveness)
     loop = FrontendLoop(step, speech_out, playback, harness, clock, vad)
     stream = step.new_stream()

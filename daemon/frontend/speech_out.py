@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from venus.daemon.config.schema import DEFAULT_FLOW_TEMPERATURE
 from venus.daemon.frontend.playback import PlaybackController
 from venus.daemon.frontend.step import ChunkResult
 from venus.engines.runners import Engines
@@ -46,8 +47,10 @@ class SpeechOut:
         playback: PlaybackController,
         on_done: Callable[[ChunkResult], None],
         seed: int = 0,
+        flow_temperature: float = DEFAULT_FLOW_TEMPERATURE,
     ) -> None:
         self.engines, self.playback, self.on_done = engines, playback, on_done
+        self.flow_temperature = flow_temperature  # the flow decoder's noise scale
         self.group = engines.manifest.schedule.speech_tokens
         self.flow = engines.flow.new_state(seed=seed)
         self.vocoder = engines.vocoder.new_state()
@@ -141,7 +144,9 @@ class SpeechOut:
             self.playback.queue(audio, job.reply_id, job.tags, last=job.reply_ended)
 
     def _wave(self, tokens: NDArray[np.int64], final: bool) -> NDArray[np.float32]:
-        mel = self.engines.flow.step(tokens[None], self.flow, final=final)
+        mel = self.engines.flow.step(
+            tokens[None], self.flow, final=final, temperature=self.flow_temperature
+        )
         if mel.shape[2] == 0:
             return np.zeros(0, np.float32)
         pcm = self.engines.vocoder.step(mel, self.vocoder)

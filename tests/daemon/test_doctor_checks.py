@@ -76,7 +76,9 @@ def test_engines_sizes_and_optional_hashes(tmp_path: Path) -> None:
     ok = check_engines(model)
     assert ok.status == "ok", ok
     assert "tiny (audio, fp32 onnx, untrained), 1 files" in ok.summary
-    assert ok.summary.endswith("; sampling temperature 0.7 (default), top_p 0.9 (default)")
+    assert ok.summary.endswith(
+        "; sampling temperature 0.7 (default), top_p 0.9 (default), flow_temperature 1 (default)"
+    )
     manifest = json.loads((root / "manifest.json").read_text())
     (root / "manifest.json").write_text(json.dumps({**manifest, "sampling": {"temperature": 0}}))
     advised = check_engines(model)

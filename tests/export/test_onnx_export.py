@@ -100,13 +100,16 @@ def test_manifest_validates_and_its_hashes_match(exported: Exported) -> None:
     }
     assert {"realtime-venus", "torch", "onnx", "onnxruntime", "onnxscript"} <= set(m.tools)
     assert m.model_config["model"]["name"] == "tiny"
-    assert m.sampling == Sampling(temperature=0.7, top_p=0.9)  # --temperature, --top-p
+    # --temperature, --top-p, --flow-temperature
+    assert m.sampling == Sampling(temperature=0.7, top_p=0.9, flow_temperature=1.0)
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
     [(("--temperature", "2.5"), "--temperature 2.5: Input should be less than or equal to 2"),
-     (("--top-p", "0"), "--top-p 0.0: Input should be greater than 0")],
+     (("--top-p", "0"), "--top-p 0.0: Input should be greater than 0"),
+     (("--flow-temperature", "-1"),
+      "--flow-temperature -1.0: Input should be greater than or equal to 0")],
 )  # fmt: skip
 def test_a_sampling_recommendation_out_of_range_is_refused_before_the_export(
     exported: Exported, tmp_path: Path, option: tuple[str, str], message: str

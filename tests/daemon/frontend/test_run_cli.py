@@ -175,7 +175,8 @@ def test_venus_run_offline_from_the_command_line(tiny_export: TinyExport, tmp_pa
     unpaced = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["paced"] and not unpaced["paced"]
     assert summary["sampling"] == {  # these engines recommend the daemon's own defaults
-        "temperature": 0.7, "top_p": 0.9, "temperature_from": "engines", "top_p_from": "engines"
+        "temperature": 0.7, "top_p": 0.9, "temperature_from": "engines", "top_p_from": "engines",
+        "flow_temperature": 1.0, "flow_temperature_from": "engines",
     }  # fmt: skip
     # no harness: pacing changes the wall time, not what the assistant did
     wav = "output.wav"

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 from support.frontend import config, write_wav
 
-from venus.daemon.config.schema import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, ModelConfig
+from venus.daemon.config.schema import (
+    DEFAULT_FLOW_TEMPERATURE,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    ModelConfig,
+)
 from venus.daemon.frontend.sampling import sampling_of
 from venus.daemon.frontend.session import make_samplers
 from venus.engines.manifest import MANIFEST, Sampling, load_manifest
@@ -59,7 +64,20 @@ def test_the_config_wins_then_the_engines_then_the_defaults() -> None:
     how = sampling_of(ModelConfig(), top)
     assert (how.temperature, how.top_p, how.top_p_from) == (DEFAULT_TEMPERATURE, 0.5, "engines")
     assert sampling_of(ModelConfig(top_p=0.8), top).top_p == 0.8
-    assert how.describe() == "temperature 0.7 (default), top_p 0.5 (engines)"
+    assert how.describe() == (
+        "temperature 0.7 (default), top_p 0.5 (engines), flow_temperature 1 (default)"
+    )
+    how = sampling_of(
+        ModelConfig(), dataclasses.replace(shipped, sampling=Sampling(flow_temperature=0.2))
+    )
+    assert (how.flow_temperature, how.flow_temperature_from) == (0.2, "engines")
+    how = sampling_of(ModelConfig(flow_temperature=0.5), shipped)
+    assert (how.flow_temperature, how.flow_temperature_from) == (0.5, "config")
+    how = sampling_of(ModelConfig(), bare)
+    assert (how.flow_temperature, how.flow_temperature_from) == (
+        DEFAULT_FLOW_TEMPERATURE,
+        "default",
+    )
 
 
 def test_the_samplers_follow_the_engines_unless_the_config_says(tmp_path: Path) -> None:
@@ -101,10 +119,46 @@ def test_venus_run_says_how_it_samples_and_where_that_came_from(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("sampling", "named"),
-    [({"temperature": 3.0}, "sampling.temperature"), ({"top_p": 0}, "sampling.top_p")],
+    [
+        ({"temperature": 3.0}, "sampling.temperature"),
+        ({"top_p": 0}, "sampling.top_p"),
+        ({"flow_temperature": -0.5}, "sampling.flow_temperature"),
+    ],
 )
 def test_a_recommendation_out_of_range_is_named(
     tmp_path: Path, sampling: dict[str, object], named: str
 ) -> None:
     with pytest.raises(EngineError, match=rf"invalid manifest: {named}"):
         load_manifest(advising(tmp_path, sampling))
+
+
+def test_the_flow_noise_follows_flow_temperature(tmp_path: Path) -> None:
+    """The shipped engines decode text and speech greedily, so the seed moves only the flow
+    decoder's noise: at flow_temperature 0 (here the engines' recommendation) two seeds
+    speak the same samples, at 1.0 (the config's here, the default's without either) they
+    do not; the log says which held and from where."""
+    wav = REPO / "demo" / "scenario" / "scenario.wav"
+    quiet_engines = advising(tmp_path / "quiet", {"temperature": 0.0, "flow_temperature": 0.0})
+    plain = advising(tmp_path / "plain", {"temperature": 0.0})
+
+    def spoken(engines: Path, seed: int, flow: float | None = None) -> tuple[bytes, str]:
+        conf = tmp_path / f"venus-{flow}.toml"
+        conf.write_text("" if flow is None else f"[model]\nflow_temperature = {flow}\n")
+        out = tmp_path / f"o-{engines.parent.name}-{seed}-{flow}"
+        done = subprocess.run(
+            [str(VENUS), "--config", str(conf), "run", "--engines", str(engines), "--offline",
+             str(wav), "--out", str(out), "--seed", str(seed), "--quiet"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return (out / "output.wav").read_bytes(), done.stderr
+
+    quiet, said = spoken(quiet_engines, 0)
+    assert "flow_temperature 0 (engines)" in said
+    assert spoken(quiet_engines, 7)[0] == quiet
+    noisy, said = spoken(quiet_engines, 0, 1.0)
+    assert "flow_temperature 1 (config)" in said
+    assert noisy != quiet
+    noisy, said = spoken(plain, 0)
+    assert "flow_temperature 1 (default)" in said
+    assert noisy != quiet and spoken(plain, 7)[0] != noisy
