@@ -33,7 +33,7 @@ import torch
 from numpy.typing import NDArray
 from onnx import numpy_helper
 
-from venus.engines.manifest import Manifest, load_manifest, verify, write_manifest
+from venus.engines.manifest import MANIFEST, Manifest, load_manifest, verify, write_manifest
 from venus.errors import ExportError, VenusError
 from venus.export.model.config import ModelConfig, VocoderConfig, config_from_dict, config_to_dict
 from venus.export.model.griffin_lim import GriffinLimVocoder
@@ -138,7 +138,11 @@ def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
     except (ValueError, TypeError) as e:  # pydantic's range check on iterations
         raise ExportError(f"--iterations {iterations}: {e}") from None
     original = engines / VOCODER_FILE
-    mean, std = graph_stats(onnx.load(str(original)), old.mel_bins)
+    try:
+        graph = onnx.load(str(original))
+    except Exception as e:  # onnx raises DecodeError, OSError...: name the file
+        raise ExportError(f"{original}: not a readable ONNX graph ({e})") from e
+    mean, std = graph_stats(graph, old.mel_bins)
 
     rng = np.random.default_rng(0)
     mel = rng.standard_normal((1, old.mel_bins, CHECK_FRAMES)).astype(np.float32)
@@ -159,8 +163,8 @@ def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
         log.info(
             "revocode: reproduced %s to %.2g; copying %s to %s", VOCODER_FILE, gap, engines, out
         )
-        prepare_out(out)
-        shutil.copytree(engines, out, dirs_exist_ok=True)
+        prepare_out(out)  # the manifest last, as venus export writes it: until then unfinished
+        shutil.copytree(engines, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MANIFEST))
         new_model = dataclasses.replace(cfg, vocoder=new_cfg)
         log.info("revocode: exporting the vocoder at %d rounds", iterations)
         _export(new_model, _vocoder(new_cfg, mean, std), out / VOCODER_FILE)

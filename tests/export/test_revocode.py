@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -117,3 +118,33 @@ def test_the_stats_are_the_voice_s() -> None:
     mean, std = rv.graph_stats(onnx.load(str(SHIPPED / "vocoder.onnx")), 80)
     assert mean.shape == std.shape == (80,)
     assert (std > 0).all() and (mean < 0).all()
+
+
+def test_a_corrupt_vocoder_file_is_named(tmp_path: Path) -> None:
+    engines = tmp_path / "engines"
+    shutil.copytree(SHIPPED, engines)
+    (engines / "vocoder.onnx").write_bytes(b"not a graph")
+    with pytest.raises(ExportError, match=r"vocoder\.onnx: not a readable ONNX graph"):
+        rv.revocode(engines, tmp_path / "out", 4)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_export_leaves_no_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest is written last, as venus export writes it: a copy whose new vocoder
+    failed to export is an unfinished engine directory, not the old engines under a new name."""
+    real = rv._export
+    calls: list[int] = []
+
+    def second_fails(cfg: Any, vocoder: Any, out: Path) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise ExportError("vocoder: torch.onnx.export failed (a test)")
+        real(cfg, vocoder, out)
+
+    monkeypatch.setattr(rv, "_export", second_fails)
+    with pytest.raises(ExportError, match="a test"):
+        rv.revocode(SHIPPED, tmp_path / "out", 4)
+    assert (tmp_path / "out" / "backbone.onnx").is_file()
+    assert not (tmp_path / "out" / MANIFEST).exists()
