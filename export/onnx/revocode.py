@@ -32,6 +32,7 @@ import onnxruntime as ort
 import torch
 from numpy.typing import NDArray
 from onnx import numpy_helper
+from pydantic import ValidationError
 
 from venus.engines.manifest import MANIFEST, Manifest, load_manifest, verify, write_manifest
 from venus.errors import ExportError, VenusError
@@ -135,8 +136,8 @@ def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
     old = cfg.vocoder
     try:
         new_cfg = dataclasses.replace(old, iterations=iterations)
-    except (ValueError, TypeError) as e:  # pydantic's range check on iterations
-        raise ExportError(f"--iterations {iterations}: {e}") from None
+    except ValidationError as e:  # VocoderConfig's range: 1 to 256
+        raise ExportError(f"--iterations {iterations}: {e.errors()[0]['msg']}") from None
     original = engines / VOCODER_FILE
     try:
         graph = onnx.load(str(original))

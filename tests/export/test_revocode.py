@@ -70,8 +70,8 @@ def test_a_trained_vocoder_is_refused(tiny_export: TinyExport, tmp_path: Path) -
 
 
 def test_a_count_out_of_range_is_refused(tmp_path: Path) -> None:
-    for n in (0, 257):
-        with pytest.raises(ExportError, match=f"--iterations {n}"):
+    for n, said in ((0, "greater than or equal to 1"), (257, "less than or equal to 256")):
+        with pytest.raises(ExportError, match=f"--iterations {n}: Input should be {said}$"):
             rv.revocode(SHIPPED, tmp_path / "out", n)
     assert not (tmp_path / "out").exists()
 
