@@ -25,16 +25,26 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 from numpy.typing import NDArray
 from onnx import numpy_helper
 from pydantic import ValidationError
 
-from venus.engines.manifest import MANIFEST, Manifest, load_manifest, verify, write_manifest
+from venus.engines.manifest import (
+    MANIFEST,
+    ComponentEntry,
+    Manifest,
+    load_manifest,
+    verify,
+    write_manifest,
+)
+from venus.engines.options import EngineOptions
+from venus.engines.session import open_component
+from venus.engines.vocoder import VocoderRunner
 from venus.errors import ExportError, VenusError
 from venus.export.model.config import ModelConfig, VocoderConfig, config_from_dict, config_to_dict
 from venus.export.model.griffin_lim import GriffinLimVocoder
@@ -95,15 +105,11 @@ def _export(cfg: ModelConfig, vocoder: GriffinLimVocoder, out: Path) -> None:
         shutil.copyfile(Path(tmp) / VOCODER_FILE, out)
 
 
-def _run(path: Path, mel: NDArray[np.float32], bins: int, context: int) -> NDArray[np.float32]:
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    feeds = {
-        "mel": mel,
-        "past_conv.0": np.zeros((1, 2 * bins, context), np.float32),
-        "past_conv.1": np.zeros((1, bins, 1), np.float32),
-    }
-    out: NDArray[np.float32] = session.run(["pcm"], feeds)[0]
-    return out
+def _play(root: Path, entry: ComponentEntry, hop: int, mel: NDArray[np.float32]) -> NDArray[Any]:
+    """``mel`` through the vocoder graph of ``root`` as the daemon runs it (its runner)."""
+    session = open_component(root, "vocoder", entry, EngineOptions(), ("cpu",))
+    runner = VocoderRunner(session, hop)
+    return runner.step(mel, runner.new_state())
 
 
 def _model_config(engines: Path, manifest: Manifest) -> ModelConfig:
@@ -147,14 +153,12 @@ def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
 
     rng = np.random.default_rng(0)
     mel = rng.standard_normal((1, old.mel_bins, CHECK_FRAMES)).astype(np.float32)
-    same = _vocoder(old, mean, std)
-    context = same.context
     with tempfile.TemporaryDirectory() as tmp:
-        remade = Path(tmp) / VOCODER_FILE
         log.info("revocode: re-making the vocoder at its own %d rounds to check it", old.iterations)
-        _export(cfg, same, remade)
-        want = _run(original, mel, same.bins, context)
-        got = _run(remade, mel, same.bins, context)
+        _export(cfg, _vocoder(old, mean, std), Path(tmp) / VOCODER_FILE)
+        remade = component_entry(Path(tmp), [VOCODER_FILE], "fp32", None)
+        want = _play(engines, manifest.components["vocoder"], old.hop, mel)
+        got = _play(Path(tmp), remade, old.hop, mel)
         gap = float(np.abs(want - got).max())
         if gap > CHECK_TOLERANCE * max(float(np.abs(want).max()), 1e-6):
             raise ExportError(
