@@ -34,24 +34,17 @@ from numpy.typing import NDArray
 from onnx import numpy_helper
 from pydantic import ValidationError
 
-from venus.engines.manifest import (
-    MANIFEST,
-    ComponentEntry,
-    Manifest,
-    load_manifest,
-    verify,
-    write_manifest,
-)
+from venus.engines.manifest import ComponentEntry, Manifest
 from venus.engines.options import EngineOptions
 from venus.engines.session import open_component
 from venus.engines.vocoder import VocoderRunner
 from venus.errors import ExportError, VenusError
-from venus.export.model.config import ModelConfig, VocoderConfig, config_from_dict, config_to_dict
+from venus.export.model.config import ModelConfig, VocoderConfig
 from venus.export.model.griffin_lim import GriffinLimVocoder
-from venus.export.onnx.build import prepare_out
 from venus.export.onnx.exporter import export_graph
 from venus.export.onnx.manifest import component_entry
 from venus.export.onnx.specs import vocoder_spec
+from venus.export.onnx.swap import engines_config, swap_component
 
 __all__ = ["graph_stats", "revocode"]
 
@@ -112,33 +105,20 @@ def _play(root: Path, entry: ComponentEntry, hop: int, mel: NDArray[np.float32])
     return runner.step(mel, runner.new_state())
 
 
-def _model_config(engines: Path, manifest: Manifest) -> ModelConfig:
-    if not manifest.model_config:
-        raise ExportError(
-            f"{engines}/manifest.json has no model_config (engines exported before it was "
-            "recorded): export them again from their checkpoint"
-        )
-    cfg = config_from_dict(manifest.model_config, f"{engines}/manifest.json model_config")
+def _model_config(engines: Path) -> tuple[Manifest, ModelConfig]:
+    manifest, cfg = engines_config(engines, "vocoder")
     if cfg.vocoder.kind != "griffin_lim":
         raise ExportError(
             f"{engines}: the vocoder is {cfg.vocoder.kind!r}, whose weights were trained; only "
             "a griffin_lim vocoder is re-made without its checkpoint"
         )
-    if manifest.backend != "onnx":
-        raise ExportError(
-            f"{engines}: {manifest.backend} engines hold built plans; re-make the onnx "
-            "engines, then build with `venus export --backend tensorrt`"
-        )
-    if "vocoder" not in manifest.components:
-        raise ExportError(f"{engines}/manifest.json lists no vocoder component")
-    return cfg
+    return manifest, cfg
 
 
 def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
     """Copy ``engines`` to ``out`` (new or empty) with the Griffin-Lim vocoder at
     ``iterations`` rounds a step (module doc); -> the new manifest."""
-    manifest = load_manifest(engines)
-    cfg = _model_config(engines, manifest)
+    manifest, cfg = _model_config(engines)
     old = cfg.vocoder
     try:
         new_cfg = dataclasses.replace(old, iterations=iterations)
@@ -168,24 +148,15 @@ def revocode(engines: Path, out: Path, iterations: int) -> Manifest:
         log.info(
             "revocode: reproduced %s to %.2g; copying %s to %s", VOCODER_FILE, gap, engines, out
         )
-        prepare_out(out)  # the manifest last, as venus export writes it: until then unfinished
-        shutil.copytree(engines, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MANIFEST))
-        new_model = dataclasses.replace(cfg, vocoder=new_cfg)
-        log.info("revocode: exporting the vocoder at %d rounds", iterations)
-        _export(new_model, _vocoder(new_cfg, mean, std), out / VOCODER_FILE)
-    entry = component_entry(out, [VOCODER_FILE], "fp32", None)
+    new_model = dataclasses.replace(cfg, vocoder=new_cfg)
+
+    def write(root: Path) -> list[str]:
+        log.info("revocode: exporting the vocoder at %d rounds into %s", iterations, root)
+        _export(new_model, _vocoder(new_cfg, mean, std), root / VOCODER_FILE)
+        return [VOCODER_FILE]
+
     change = f"griffin_lim iterations {old.iterations} -> {iterations}"
-    earlier = manifest.tools.get("revocode")
-    tools = {**manifest.tools, "revocode": f"{earlier}; {change}" if earlier else change}
-    result = dataclasses.replace(
-        manifest,
-        components={**manifest.components, "vocoder": entry},
-        model_config=config_to_dict(new_model),
-        tools=tools,
-    )
-    write_manifest(out, result)
-    verify(out, result)
-    return result
+    return swap_component(engines, manifest, out, "vocoder", write, new_model, "revocode", change)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from venus.errors import ExportError
-from venus.export.model.config import ModelConfig, VocoderConfig
+from venus.export.model.config import FlowDecoderConfig, ModelConfig, VocoderConfig
+from venus.export.model.flow import FlowDecoder
 from venus.export.model.venus import VenusModel
 from venus.export.model.vocoders import AnyVocoder
 from venus.export.onnx import graphs
@@ -169,13 +170,18 @@ def _speech(model: VenusModel, hidden: int) -> GraphSpec:
 
 
 def _flow(model: VenusModel) -> GraphSpec:
-    f = model.cfg.flow
+    return flow_spec(model.cfg.flow, model.flow_decoder)
+
+
+def flow_spec(f: FlowDecoderConfig, flow: FlowDecoder) -> GraphSpec:
+    """The flow decoder's graph, from its config and module alone (``reflow.py`` re-exports
+    it from a voice, without the rest of the model)."""
     kv = KVLayout(f.encoder_layers, f.heads, f.d_model // f.heads)
     tokens = f"group + {f.lookahead_tokens}" if f.lookahead_tokens else "group"
     frames = f"{f.frames_per_token} * group" if f.frames_per_token > 1 else "group"
     return GraphSpec(
         "flow_decoder",
-        graphs.FlowDecoderGraph(model.flow_decoder),
+        graphs.FlowDecoderGraph(flow),
         (
             TensorTemplate("tokens", "int64", ("batch", tokens)),
             TensorTemplate("token_mask", "float", ("batch", tokens)),

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 from support.states import assert_same_states
+from support.voices import quick
 
 from venus.train.data import TrainDataError
-from venus.train.voice_config import VoiceConfig, VoiceConfigError, parse_voice_config
+from venus.train.voice_config import VoiceConfigError, parse_voice_config
 
 RECIPES = Path(__file__).resolve().parents[2] / "train" / "recipes"
 
@@ -216,22 +217,6 @@ def test_a_sine_source_learns_the_f0_of_one_reply(small_set: Path) -> None:
     with torch.no_grad():
         after = float(vocoder_losses(vocoder, [reply], segments, 25, 8)[2])
     assert after < 0.5 * before, (before, after)
-
-
-def quick(
-    steps: int, utterances: int = 0, source: str = "none", kind: str = "hifigan"
-) -> VoiceConfig:
-    return parse_voice_config({
-        "data": {"validation": 0.34},
-        "units": {"k": 32, "iterations": 5},
-        "flow": {"steps": steps, "batch": 2, "warmup_steps": 1, "window_s": 2.0,
-                 "d_model": 32, "ffn_dim": 64},
-        "vocoder": {"steps": steps - 1, "batch": 2, "warmup_steps": 1, "segment_s": 0.4,
-                    "channels": 16, "kernels": [3], "dilations": [1, 3], "source": source,
-                    "kind": kind},
-        "train": {"checkpoint_every": 2, "threads": 1},
-        "eval": {"utterances": utterances},
-    })  # fmt: skip
 
 
 def test_a_stopped_run_resumes_to_the_same_weights(small_set: Path, tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""``python -m venus.train.reflow ENGINES --voice VOICE --euler-steps N --out NEW``: a copy
+of an engine directory whose flow decoder integrates in ``N`` Euler steps a group.
+
+The flow decoder's Euler loop is unrolled in its graph (``FlowDecoder.solve``), so its
+step count is fixed at export. Flow matching trains the velocity at every t, not at the
+steps the graph takes, so the same weights can be integrated in more or fewer steps; and
+the weights are the voice's (``venus train-voice``: ``venus train --voice`` copies them
+into the checkpoint unchanged), so the engines need not their checkpoint, only their voice.
+
+Before anything is written, the voice's flow decoder is exported at the engines' own step
+count and must give the engines' own mel on the same tokens and noise, played through the
+daemon's flow runner: a voice trained further, fitted again, or another's stops it there,
+since the model's speech tokens are that voice's codes. The copy's manifest names the
+new graph and step count (``model_config``) and ``tools`` records the change (``reflow``);
+every other file is copied as it is. Measured on the shipped venus-tiny:
+docs/training-log.md (the thirty-ninth round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+
+from venus.engines.flow import FlowRunner
+from venus.engines.manifest import ComponentEntry, Manifest, Schedule
+from venus.engines.options import EngineOptions
+from venus.engines.session import open_component
+from venus.errors import ExportError, VenusError
+from venus.export.model.config import FlowDecoderConfig, ModelConfig
+from venus.export.model.flow import FlowDecoder
+from venus.export.onnx.exporter import export_graph
+from venus.export.onnx.manifest import component_entry
+from venus.export.onnx.specs import KVLayout, flow_spec
+from venus.export.onnx.swap import engines_config, swap_component
+from venus.train.data import TrainDataError
+from venus.train.voice import FLOW_FILE, load_voice
+
+__all__ = ["MAX_EULER_STEPS", "reflow"]
+
+log = logging.getLogger(__name__)
+FLOW_GRAPH = "flow_decoder.onnx"
+MAX_EULER_STEPS = 64  # each step is one estimator pass a group: the cost grows with it
+CHECK_CHUNKS = 2  # one full chunk of tokens, then a final one: the cache and the flush
+CHECK_TOLERANCE = 1e-4  # of the mel's peak
+
+
+def _flow(cfg: FlowDecoderConfig, voice: Path) -> FlowDecoder:
+    flow = FlowDecoder(cfg)
+    try:
+        state = load_file(str(voice / FLOW_FILE))
+        flow.load_state_dict(state)
+    except (OSError, SafetensorError, RuntimeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ExportError(f"{voice / FLOW_FILE}: not this voice's flow decoder ({first})") from e
+    return flow.eval()
+
+
+def _export(model: ModelConfig, flow: FlowDecoder, root: Path) -> list[str]:
+    files = export_graph(flow_spec(model.flow, flow), model, root)
+    if files != [FLOW_GRAPH]:
+        raise ExportError(f"the flow decoder exported as {files}, not one {FLOW_GRAPH}")
+    return files
+
+
+def _kv(cfg: FlowDecoderConfig) -> KVLayout:
+    return KVLayout(cfg.encoder_layers, cfg.heads, cfg.d_model // cfg.heads)
+
+
+def _play(
+    root: Path, entry: ComponentEntry, schedule: Schedule, tokens: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """``tokens`` [1, chunks x C] through the flow graph of ``root`` as the daemon streams
+    them (its runner, noise from seed 0, the last chunk final)."""
+    session = open_component(root, "flow_decoder", entry, EngineOptions(), ("cpu",))
+    runner = FlowRunner(session, entry, schedule)
+    state = runner.new_state(seed=0)
+    c = runner.chunk_tokens
+    mels = [
+        runner.step(tokens[:, i : i + c], state, final=i + c >= tokens.shape[1])
+        for i in range(0, tokens.shape[1], c)
+    ]
+    return np.concatenate(mels, axis=2)
+
+
+def _check_voice(
+    engines: Path, manifest: Manifest, cfg: ModelConfig, flow: FlowDecoder, voice: Path
+) -> None:
+    """The voice's flow decoder at the engines' step count must give the engines' mel."""
+    rng = np.random.default_rng(0)
+    chunk = manifest.schedule.speech_tokens
+    tokens = rng.integers(0, cfg.flow.codebook, (1, CHECK_CHUNKS * chunk), dtype=np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        log.info("reflow: exporting %s's flow decoder at the engines' %d steps to check it",
+                 voice, cfg.flow.euler_steps)  # fmt: skip
+        files = _export(cfg, flow, Path(tmp))
+        remade = component_entry(Path(tmp), files, "fp32", _kv(cfg.flow))
+        want = _play(engines, manifest.components["flow_decoder"], manifest.schedule, tokens)
+        got = _play(Path(tmp), remade, manifest.schedule, tokens)
+    gap, peak = float(np.abs(want - got).max()), float(np.abs(want).max())
+    if gap > CHECK_TOLERANCE * max(peak, 1e-6):
+        raise ExportError(
+            f"{voice}: its flow decoder differs from {engines}'s by {gap:.3g} (peak {peak:.3g}) "
+            "on the same tokens: not the voice these engines were trained with (a voice "
+            "trained further, or fitted again, speaks other codes)"
+        )
+    log.info("reflow: %s reproduces %s/%s to %.2g", voice, engines, FLOW_GRAPH, gap)
+
+
+def reflow(engines: Path, voice: Path, out: Path, euler_steps: int) -> Manifest:
+    """Copy ``engines`` to ``out`` (new or empty) with the flow decoder of ``voice`` at
+    ``euler_steps`` Euler steps a group (module doc); -> the new manifest."""
+    if not 1 <= euler_steps <= MAX_EULER_STEPS:
+        raise ExportError(f"--euler-steps {euler_steps}: expected 1 to {MAX_EULER_STEPS}")
+    manifest, cfg = engines_config(engines, "flow_decoder")
+    try:
+        v = load_voice(voice)
+    except TrainDataError as e:
+        raise ExportError(str(e)) from None
+    own = dataclasses.replace(v.flow, euler_steps=cfg.flow.euler_steps)
+    if own != cfg.flow:
+        diff = {
+            f.name: (getattr(own, f.name), getattr(cfg.flow, f.name))
+            for f in dataclasses.fields(own)
+            if getattr(own, f.name) != getattr(cfg.flow, f.name)
+        }
+        raise ExportError(
+            f"{voice}: its flow decoder is not the shape of {engines}'s "
+            + ", ".join(f"{k} {a} against {b}" for k, (a, b) in diff.items())
+        )
+    with torch.no_grad():
+        _check_voice(engines, manifest, cfg, _flow(own, voice), voice)
+    new_flow = dataclasses.replace(own, euler_steps=euler_steps)
+    new_model = dataclasses.replace(cfg, flow=new_flow)
+    flow = _flow(new_flow, voice)
+
+    def write(root: Path) -> list[str]:
+        log.info("reflow: exporting the flow decoder at %d Euler steps into %s", euler_steps, root)
+        with torch.no_grad():
+            return _export(new_model, flow, root)
+
+    change = f"flow euler_steps {cfg.flow.euler_steps} -> {euler_steps} ({voice.resolve()})"
+    return swap_component(
+        engines, manifest, out, "flow_decoder", write, new_model, "reflow", change, _kv(new_flow)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m venus.train.reflow",
+        description="Copy an engine directory with its flow decoder exported again from its "
+        "voice (venus train-voice's output) at another number of Euler steps a group. The "
+        "voice must be the one the engines were trained with: it is checked against them. "
+        "The rest of the engines is copied as it is.",
+    )
+    parser.add_argument("engines", type=Path, metavar="ENGINES", help="an engine directory")
+    parser.add_argument("--voice", type=Path, required=True, metavar="VOICE",
+                        help="the voice directory the engines' model was trained with")  # fmt: skip
+    parser.add_argument(
+        "--euler-steps", type=int, required=True, metavar="N",
+        help=f"Euler steps a group (1 to {MAX_EULER_STEPS}; the shipped voice has 4)",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, required=True, metavar="NEW",
+                        help="new (or empty) engine directory")  # fmt: skip
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        result = reflow(args.engines, args.voice, args.out, args.euler_steps)
+    except VenusError as e:
+        sys.stderr.write(f"reflow: {e}\n")
+        return 1
+    sys.stdout.write(f"reflow: wrote {args.out} ({result.tools['reflow']})\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
