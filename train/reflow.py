@@ -10,9 +10,12 @@ into the checkpoint unchanged), so the engines need not their checkpoint, only t
 Before anything is written, the voice's flow decoder is exported at the engines' own step
 count and must give the engines' own mel on the same tokens and noise, played through the
 daemon's flow runner: a voice trained further, fitted again, or another's stops it there,
-since the model's speech tokens are that voice's codes. The copy's manifest names the
-new graph and step count (``model_config``) and ``tools`` records the change (``reflow``);
-every other file is copied as it is. Measured on the shipped venus-tiny:
+since the model's speech tokens are that voice's codes. A flow decoder trained further (or
+for more steps) on the same codebook speaks the same codes: ``--engines-voice OLD`` names
+the voice the engines were trained with, which is checked so, and the new voice's codebook
+must be OLD's (``units_sha``). The copy's manifest names the new graph and step count
+(``model_config``) and ``tools`` records the change and the voice (``reflow``); every other
+file is copied as it is. Measured on the shipped venus-tiny:
 docs/training-log.md (the thirty-ninth round).
 """
 
@@ -44,6 +47,7 @@ from venus.export.onnx.specs import KVLayout, flow_spec
 from venus.export.onnx.swap import engines_config, swap_component
 from venus.train.data import TrainDataError
 from venus.train.voice import FLOW_FILE, load_voice
+from venus.train.voice_id import units_sha
 
 __all__ = ["MAX_EULER_STEPS", "reflow"]
 
@@ -116,65 +120,106 @@ def _check_voice(
     log.info("reflow: %s reproduces %s/%s to %.2g", voice, engines, FLOW_GRAPH, gap)
 
 
-def reflow(engines: Path, voice: Path, out: Path, euler_steps: int) -> Manifest:
-    """Copy ``engines`` to ``out`` (new or empty) with the flow decoder of ``voice`` at
-    ``euler_steps`` Euler steps a group (module doc); -> the new manifest."""
-    if not 1 <= euler_steps <= MAX_EULER_STEPS:
-        raise ExportError(f"--euler-steps {euler_steps}: expected 1 to {MAX_EULER_STEPS}")
-    manifest, cfg = engines_config(engines, "flow_decoder")
+def _voice_flow(voice: Path, engines: Path, cfg: FlowDecoderConfig) -> FlowDecoderConfig:
+    """``voice``'s flow config at the engines' step count, which must be the engines'."""
     try:
-        v = load_voice(voice)
+        own = dataclasses.replace(load_voice(voice).flow, euler_steps=cfg.euler_steps)
     except TrainDataError as e:
         raise ExportError(str(e)) from None
-    own = dataclasses.replace(v.flow, euler_steps=cfg.flow.euler_steps)
-    if own != cfg.flow:
-        diff = {
-            f.name: (getattr(own, f.name), getattr(cfg.flow, f.name))
+    if own != cfg:
+        diff = [
+            f"{f.name} {getattr(own, f.name)} against {getattr(cfg, f.name)}"
             for f in dataclasses.fields(own)
-            if getattr(own, f.name) != getattr(cfg.flow, f.name)
-        }
+            if getattr(own, f.name) != getattr(cfg, f.name)
+        ]
         raise ExportError(
-            f"{voice}: its flow decoder is not the shape of {engines}'s "
-            + ", ".join(f"{k} {a} against {b}" for k, (a, b) in diff.items())
+            f"{voice}: its flow decoder is not the shape of {engines}'s " + ", ".join(diff)
         )
+    return own
+
+
+def reflow(
+    engines: Path,
+    voice: Path,
+    out: Path,
+    euler_steps: int | None = None,
+    engines_voice: Path | None = None,
+) -> Manifest:
+    """Copy ``engines`` to ``out`` (new or empty) with the flow decoder of ``voice`` at
+    ``euler_steps`` Euler steps a group (by default the engines' own count). ``voice``
+    must be the voice the engines were trained with, or, given ``engines_voice`` (that
+    voice), one of the same codebook (module doc); -> the new manifest."""
+    manifest, cfg = engines_config(engines, "flow_decoder")
+    old_steps = cfg.flow.euler_steps
+    steps = old_steps if euler_steps is None else euler_steps
+    if not 1 <= steps <= MAX_EULER_STEPS:
+        raise ExportError(f"--euler-steps {steps}: expected 1 to {MAX_EULER_STEPS}")
+    own = _voice_flow(voice, engines, cfg.flow)
+    if engines_voice is None and steps == old_steps:
+        raise ExportError(
+            f"--euler-steps {steps} is the engines' own count and {voice} their own voice: "
+            "nothing would change"
+        )
+    trained = voice if engines_voice is None else engines_voice
+    if engines_voice is not None:
+        _voice_flow(engines_voice, engines, cfg.flow)
+        if units_sha(voice) != units_sha(engines_voice):
+            raise ExportError(
+                f"{voice}: its codebook is not {engines_voice}'s, whose codes the engines' "
+                "model speaks; train the voice further from that codebook"
+            )
     with torch.no_grad():
-        _check_voice(engines, manifest, cfg, _flow(own, voice), voice)
-    new_flow = dataclasses.replace(own, euler_steps=euler_steps)
+        _check_voice(engines, manifest, cfg, _flow(own, trained), trained)
+    new_flow = dataclasses.replace(own, euler_steps=steps)
     new_model = dataclasses.replace(cfg, flow=new_flow)
     flow = _flow(new_flow, voice)
 
     def write(root: Path) -> list[str]:
-        log.info("reflow: exporting the flow decoder at %d Euler steps into %s", euler_steps, root)
+        log.info("reflow: exporting %s's flow decoder at %d Euler steps into %s",
+                 voice, steps, root)  # fmt: skip
         with torch.no_grad():
             return _export(new_model, flow, root)
 
-    change = f"flow euler_steps {cfg.flow.euler_steps} -> {euler_steps} ({voice.resolve()})"
+    change = f"flow euler_steps {old_steps} -> {steps} ({voice.resolve()}, step {_step(voice)})"
     return swap_component(
         engines, manifest, out, "flow_decoder", write, new_model, "reflow", change, _kv(new_flow)
     )
+
+
+def _step(voice: Path) -> int:
+    return load_voice(voice).step
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m venus.train.reflow",
         description="Copy an engine directory with its flow decoder exported again from its "
-        "voice (venus train-voice's output) at another number of Euler steps a group. The "
-        "voice must be the one the engines were trained with: it is checked against them. "
-        "The rest of the engines is copied as it is.",
+        "voice (venus train-voice's output) at another number of Euler steps a group, or "
+        "from a voice of the same codebook trained further. The voice the engines were "
+        "trained with is checked against them. The rest of the engines is copied as it is.",
     )
     parser.add_argument("engines", type=Path, metavar="ENGINES", help="an engine directory")
     parser.add_argument("--voice", type=Path, required=True, metavar="VOICE",
-                        help="the voice directory the engines' model was trained with")  # fmt: skip
+                        help="the voice whose flow decoder the copy gets (venus train-voice's "
+                        "output): the one the engines were trained with, unless "
+                        "--engines-voice")  # fmt: skip
     parser.add_argument(
-        "--euler-steps", type=int, required=True, metavar="N",
-        help=f"Euler steps a group (1 to {MAX_EULER_STEPS}; the shipped voice has 4)",
+        "--euler-steps", type=int, metavar="N",
+        help=f"Euler steps a group (1 to {MAX_EULER_STEPS}; default: the engines' own count; "
+        "the shipped voice has 4)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--engines-voice", type=Path, metavar="OLD",
+        help="the voice the engines were trained with, when VOICE is another of its codebook "
+        "(trained further, or for more steps): OLD is checked against the engines, VOICE's "
+        "codebook against OLD's",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, metavar="NEW",
                         help="new (or empty) engine directory")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        result = reflow(args.engines, args.voice, args.out, args.euler_steps)
+        result = reflow(args.engines, args.voice, args.out, args.euler_steps, args.engines_voice)
     except VenusError as e:
         sys.stderr.write(f"reflow: {e}\n")
         return 1

@@ -3,8 +3,10 @@ voice at another Euler step count. A tiny Griffin-Lim voice (``venus train-voice
 steps) and a checkpoint built with it, exported as ``venus export`` exports, are the
 engines. At another count the copy loads, says its count, and its flow graph streams what
 the torch reference integrates at that count; every other file is copied as it is. A voice
-that is not the engines' (trained further, another shape) and a count out of range are
-refused by name, and nothing is written."""
+trained further is taken only beside the engines' own voice, and streams its own flow. A
+voice that is not the engines' (trained further, alone; another shape; another codebook),
+a count out of range and a change of nothing are refused by name, and nothing is
+written."""
 
 from __future__ import annotations
 
@@ -31,12 +33,15 @@ class Made:
     engines: Path
 
 
-def _train_voice(data: Path, out: Path, steps: int, **flow: Any) -> Path:
+def _train_voice(
+    data: Path, out: Path, steps: int, units: dict[str, Any] | None = None, **flow: Any
+) -> Path:
     from venus.train.voice_config import parse_voice_config
     from venus.train.voice_run import train_voice
 
     doc = quick(steps, kind="griffin_lim").to_toml_dict()
     doc["flow"].update(flow)
+    doc["units"].update(units or {})
     train_voice(parse_voice_config(doc), data, out, lambda _line: None)
     return out
 
@@ -93,7 +98,7 @@ def test_another_count_is_a_working_copy(
     argv = [str(made.engines), "--voice", str(made.voice), "--euler-steps", "8", "--out", str(out)]
     assert rf.main(argv) == 0
     said = capsys.readouterr().out
-    assert "flow euler_steps 4 -> 8" in said and str(made.voice.resolve()) in said
+    assert f"flow euler_steps 4 -> 8 ({made.voice.resolve()}, step 3)" in said
     manifest = load_manifest(out)  # Engines.open below checks every file's hash
     assert manifest.model_config["model"]["flow"]["euler_steps"] == 8
     assert manifest.tools["reflow"].startswith("flow euler_steps 4 -> 8 (")
@@ -119,12 +124,32 @@ def test_another_count_is_a_working_copy(
     assert np.abs(eight - was).max() > 10 * tolerance
 
 
-def test_a_voice_trained_further_is_refused(made: Made, small_set: Path, tmp_path: Path) -> None:
-    """Four steps rather than three: the same codebook, other flow weights."""
+def test_a_voice_trained_further_needs_the_engines_voice(
+    made: Made, small_set: Path, tmp_path: Path
+) -> None:
+    """Four steps rather than three: the same codebook, other flow weights. Alone it is
+    refused; named with the engines' own voice it is taken, at the engines' count; a voice
+    of another codebook is not."""
     further = _train_voice(small_set, tmp_path / "further", 4)
     with pytest.raises(ExportError, match="not the voice these engines were trained with"):
         rf.reflow(made.engines, further, tmp_path / "out", 8)
     assert not (tmp_path / "out").exists()
+    manifest = rf.reflow(made.engines, further, tmp_path / "out", engines_voice=made.voice)
+    assert manifest.model_config["model"]["flow"]["euler_steps"] == 4
+    assert manifest.tools["reflow"] == (f"flow euler_steps 4 -> 4 ({further.resolve()}, step 4)")
+    rng = np.random.default_rng(6)
+    tokens = rng.integers(0, 32, (1, 30), dtype=np.int64)
+    noise = rng.standard_normal((1, 80, 60)).astype(np.float32)
+    got, want = _stream(tmp_path / "out", tokens, noise), _reference(further, 4, tokens, noise)
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+    assert np.abs(got - _reference(made.voice, 4, tokens, noise)).max() > 1e-3 * np.abs(want).max()
+    # another codebook, the same flow decoder's shape
+    other = _train_voice(small_set, tmp_path / "other", 1, units={"k": 16})
+    with pytest.raises(ExportError, match=r"its codebook is not .*'s, whose codes"):
+        rf.reflow(made.engines, other, tmp_path / "o2", engines_voice=made.voice)
+    with pytest.raises(ExportError, match="nothing would change"):
+        rf.reflow(made.engines, made.voice, tmp_path / "o2", 4)
+    assert not (tmp_path / "o2").exists()
 
 
 def test_a_voice_of_another_shape_is_refused(made: Made, small_set: Path, tmp_path: Path) -> None:
