@@ -180,7 +180,8 @@ def reflow(
         with torch.no_grad():
             return _export(new_model, flow, root)
 
-    change = f"flow euler_steps {old_steps} -> {steps} ({voice.resolve()}, step {_step(voice)})"
+    counts = f"{old_steps} -> {steps}" if steps != old_steps else f"{steps}"
+    change = f"flow decoder of {voice.resolve()} (step {_step(voice)}), euler_steps {counts}"
     return swap_component(
         engines, manifest, out, "flow_decoder", write, new_model, "reflow", change, _kv(new_flow)
     )

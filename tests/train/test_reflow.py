@@ -98,10 +98,11 @@ def test_another_count_is_a_working_copy(
     argv = [str(made.engines), "--voice", str(made.voice), "--euler-steps", "8", "--out", str(out)]
     assert rf.main(argv) == 0
     said = capsys.readouterr().out
-    assert f"flow euler_steps 4 -> 8 ({made.voice.resolve()}, step 3)" in said
+    change = f"flow decoder of {made.voice.resolve()} (step 3), euler_steps 4 -> 8"
+    assert change in said
     manifest = load_manifest(out)  # Engines.open below checks every file's hash
     assert manifest.model_config["model"]["flow"]["euler_steps"] == 8
-    assert manifest.tools["reflow"].startswith("flow euler_steps 4 -> 8 (")
+    assert manifest.tools["reflow"] == change
     original = load_manifest(made.engines)
     assert manifest.components["flow_decoder"] != original.components["flow_decoder"]
     assert manifest.components["flow_decoder"].layers == 2  # its cache layout kept
@@ -136,7 +137,8 @@ def test_a_voice_trained_further_needs_the_engines_voice(
     assert not (tmp_path / "out").exists()
     manifest = rf.reflow(made.engines, further, tmp_path / "out", engines_voice=made.voice)
     assert manifest.model_config["model"]["flow"]["euler_steps"] == 4
-    assert manifest.tools["reflow"] == (f"flow euler_steps 4 -> 4 ({further.resolve()}, step 4)")
+    said = f"flow decoder of {further.resolve()} (step 4), euler_steps 4"
+    assert manifest.tools["reflow"] == said
     rng = np.random.default_rng(6)
     tokens = rng.integers(0, 32, (1, 30), dtype=np.int64)
     noise = rng.standard_normal((1, 80, 60)).astype(np.float32)
