@@ -38,13 +38,13 @@ from venus.engines.flow import FlowRunner
 from venus.engines.manifest import ComponentEntry, Manifest, Schedule
 from venus.engines.options import EngineOptions
 from venus.engines.session import open_component
-from venus.errors import ExportError, VenusError
+from venus.errors import ExportError
 from venus.export.model.config import FlowDecoderConfig, ModelConfig
 from venus.export.model.flow import FlowDecoder
 from venus.export.onnx.exporter import export_graph
 from venus.export.onnx.manifest import component_entry
 from venus.export.onnx.specs import KVLayout, flow_spec
-from venus.export.onnx.swap import engines_config, swap_component
+from venus.export.onnx.swap import engines_config, run_tool, swap_component
 from venus.train.data import TrainDataError
 from venus.train.voice import FLOW_FILE, load_voice
 from venus.train.voice_id import units_sha
@@ -218,14 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, metavar="NEW",
                         help="new (or empty) engine directory")  # fmt: skip
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        result = reflow(args.engines, args.voice, args.out, args.euler_steps, args.engines_voice)
-    except VenusError as e:
-        sys.stderr.write(f"reflow: {e}\n")
-        return 1
-    sys.stdout.write(f"reflow: wrote {args.out} ({result.tools['reflow']})\n")
-    return 0
+    return run_tool(
+        "reflow",
+        args.out,
+        lambda: reflow(args.engines, args.voice, args.out, args.euler_steps, args.engines_voice),
+    )
 
 
 if __name__ == "__main__":

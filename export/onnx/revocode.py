@@ -38,13 +38,13 @@ from venus.engines.manifest import ComponentEntry, Manifest
 from venus.engines.options import EngineOptions
 from venus.engines.session import open_component
 from venus.engines.vocoder import VocoderRunner
-from venus.errors import ExportError, VenusError
+from venus.errors import ExportError
 from venus.export.model.config import ModelConfig, VocoderConfig
 from venus.export.model.griffin_lim import GriffinLimVocoder
 from venus.export.onnx.exporter import export_graph
 from venus.export.onnx.manifest import component_entry
 from venus.export.onnx.specs import vocoder_spec
-from venus.export.onnx.swap import engines_config, swap_component
+from venus.export.onnx.swap import engines_config, run_tool, swap_component
 
 __all__ = ["graph_stats", "revocode"]
 
@@ -174,14 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, metavar="NEW",
                         help="new (or empty) engine directory")  # fmt: skip
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        result = revocode(args.engines, args.out, args.iterations)
-    except VenusError as e:
-        sys.stderr.write(f"revocode: {e}\n")
-        return 1
-    sys.stdout.write(f"revocode: wrote {args.out} ({result.tools['revocode']})\n")
-    return 0
+    return run_tool("revocode", args.out, lambda: revocode(args.engines, args.out, args.iterations))
 
 
 if __name__ == "__main__":

@@ -11,18 +11,20 @@ the new config and ``tools`` records the change under the tool's name.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from venus.engines.manifest import MANIFEST, Manifest, load_manifest, verify, write_manifest
-from venus.errors import ExportError
+from venus.errors import ExportError, VenusError
 from venus.export.model.config import ModelConfig, config_from_dict, config_to_dict
 from venus.export.onnx.build import prepare_out
 from venus.export.onnx.manifest import component_entry
 from venus.export.onnx.specs import KVLayout
 
-__all__ = ["engines_config", "swap_component"]
+__all__ = ["engines_config", "run_tool", "swap_component"]
 
 
 def engines_config(engines: Path, component: str) -> tuple[Manifest, ModelConfig]:
@@ -79,3 +81,16 @@ def swap_component(
     write_manifest(out, result)
     verify(out, result)
     return result
+
+
+def run_tool(tool: str, out: Path, make: Callable[[], Manifest]) -> int:
+    """A swapping tool's command line: ``make()`` with its progress logged; -> exit code
+    (1, the error on stderr, for what it refused)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        result = make()
+    except VenusError as e:
+        sys.stderr.write(f"{tool}: {e}\n")
+        return 1
+    sys.stdout.write(f"{tool}: wrote {out} ({result.tools[tool]})\n")
+    return 0
