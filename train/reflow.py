@@ -120,12 +120,16 @@ def _check_voice(
     log.info("reflow: %s reproduces %s/%s to %.2g", voice, engines, FLOW_GRAPH, gap)
 
 
-def _voice_flow(voice: Path, engines: Path, cfg: FlowDecoderConfig) -> FlowDecoderConfig:
-    """``voice``'s flow config at the engines' step count, which must be the engines'."""
+def _voice_flow(
+    voice: Path, engines: Path, cfg: FlowDecoderConfig
+) -> tuple[FlowDecoderConfig, int]:
+    """``voice``'s flow config at the engines' step count, which must be the engines', and
+    the voice's training step."""
     try:
-        own = dataclasses.replace(load_voice(voice).flow, euler_steps=cfg.euler_steps)
+        loaded = load_voice(voice)
     except TrainDataError as e:
         raise ExportError(str(e)) from None
+    own = dataclasses.replace(loaded.flow, euler_steps=cfg.euler_steps)
     if own != cfg:
         diff = [
             f"{f.name} {getattr(own, f.name)} against {getattr(cfg, f.name)}"
@@ -135,7 +139,7 @@ def _voice_flow(voice: Path, engines: Path, cfg: FlowDecoderConfig) -> FlowDecod
         raise ExportError(
             f"{voice}: its flow decoder is not the shape of {engines}'s " + ", ".join(diff)
         )
-    return own
+    return own, loaded.step
 
 
 def reflow(
@@ -154,7 +158,7 @@ def reflow(
     steps = old_steps if euler_steps is None else euler_steps
     if not 1 <= steps <= MAX_EULER_STEPS:
         raise ExportError(f"--euler-steps {steps}: expected 1 to {MAX_EULER_STEPS}")
-    own = _voice_flow(voice, engines, cfg.flow)
+    own, voice_step = _voice_flow(voice, engines, cfg.flow)
     if engines_voice is None and steps == old_steps:
         raise ExportError(
             f"--euler-steps {steps} is the engines' own count and {voice} their own voice: "
@@ -181,14 +185,10 @@ def reflow(
             return _export(new_model, flow, root)
 
     counts = f"{old_steps} -> {steps}" if steps != old_steps else f"{steps}"
-    change = f"flow decoder of {voice.resolve()} (step {_step(voice)}), euler_steps {counts}"
+    change = f"flow decoder of {voice.resolve()} (step {voice_step}), euler_steps {counts}"
     return swap_component(
         engines, manifest, out, "flow_decoder", write, new_model, "reflow", change, _kv(new_flow)
     )
-
-
-def _step(voice: Path) -> int:
-    return load_voice(voice).step
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,6 +159,7 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
         doc = json.loads(metrics.read_text("utf-8"))
         step, validation = int(doc["step"]), dict(doc["validation"])
         beside = None if doc.get("beside") is None else int(doc["beside"])
+        voice = _voice_record(doc.get("voice"))
         figures = {k: round(float(validation[k]), 4) for k in KEPT_FIGURES if k in validation}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ExportError(f"{metrics}: cannot be read as venus train's record ({e})") from e
@@ -180,8 +181,20 @@ def training_record(checkpoint: Path) -> dict[str, Any] | None:
         "recipe": settings or None,  # the resolved recipe, as its TOML tables
         "validation": figures,
         "init": _init_record(doc.get("init")),
+        **({"voice": voice} if voice is not None else {}),
         **({"beside": beside} if beside is not None else {}),
     }
+
+
+def _voice_record(voice: object) -> dict[str, Any] | None:
+    """The voice a run spoke with (``venus train --voice``): its training step and its
+    codebook's hash (``units_sha``), which ``reflow --engines-voice`` and ``venus validate``
+    know a voice by; None where the run had none. A malformed one raises ValueError."""
+    if voice is None:
+        return None
+    if not isinstance(voice, dict):
+        raise ValueError(f"voice is {voice!r}, not a table")
+    return {"step": int(voice["step"]), "units": str(voice["units"])}
 
 
 def _init_record(init: object) -> dict[str, Any] | None:

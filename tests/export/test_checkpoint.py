@@ -212,6 +212,15 @@ def test_the_manifest_records_how_a_checkpoint_was_trained(tmp_path: Path) -> No
     metrics.write_text(json.dumps({"step": 20, "validation": {}, "init": started}))
     # what the run started from (`--init`), without the other machine's path
     assert training_record(tmp_path)["init"] == {"step": 7, "recipe": {"train": {"steps": 7}}}  # type: ignore[index]
+    assert "voice" not in training_record(tmp_path)  # type: ignore[operator]
+    # the voice it spoke with (`venus train --voice`): its step and codebook hash
+    spoke = {"step": 6000, "units": "0123456789abcdef"}
+    metrics.write_text(json.dumps({"step": 20, "validation": {}, "voice": spoke}))
+    assert training_record(tmp_path)["voice"] == spoke  # type: ignore[index]
+    metrics.write_text(json.dumps({"step": 20, "validation": {}, "voice": "a voice"}))
+    with pytest.raises(ExportError, match=r"metrics\.json: cannot be read.*voice"):
+        training_record(tmp_path)
+    metrics.write_text(json.dumps({"step": 20, "validation": {}}))
     (tmp_path / "train" / "recipe.toml").write_text("[train\n")
     with pytest.raises(ExportError, match=r"recipe\.toml: cannot be read"):
         training_record(tmp_path)
