@@ -61,8 +61,7 @@ CHECK_TOLERANCE = 1e-4  # of the mel's peak
 def _flow(cfg: FlowDecoderConfig, voice: Path) -> FlowDecoder:
     flow = FlowDecoder(cfg)
     try:
-        state = load_file(str(voice / FLOW_FILE))
-        flow.load_state_dict(state)
+        flow.load_state_dict(load_file(str(voice / FLOW_FILE)))
     except (OSError, SafetensorError, RuntimeError) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ExportError(f"{voice / FLOW_FILE}: not this voice's flow decoder ({first})") from e
@@ -172,11 +171,17 @@ def reflow(
                 f"{voice}: its codebook is not {engines_voice}'s, whose codes the engines' "
                 "model speaks; train the voice further from that codebook"
             )
+    checked = _flow(own, trained)
     with torch.no_grad():
-        _check_voice(engines, manifest, cfg, _flow(own, trained), trained)
+        _check_voice(engines, manifest, cfg, checked, trained)
     new_flow = dataclasses.replace(own, euler_steps=steps)
     new_model = dataclasses.replace(cfg, flow=new_flow)
-    flow = _flow(new_flow, voice)
+    if engines_voice is None:  # the weights just checked, unrolled to the new count
+        flow = FlowDecoder(new_flow)
+        flow.load_state_dict(checked.state_dict())
+        flow.eval()
+    else:
+        flow = _flow(new_flow, voice)
 
     def write(root: Path) -> list[str]:
         log.info("reflow: exporting %s's flow decoder at %d Euler steps into %s",
@@ -185,7 +190,9 @@ def reflow(
             return _export(new_model, flow, root)
 
     counts = f"{old_steps} -> {steps}" if steps != old_steps else f"{steps}"
-    change = f"flow decoder of {voice.resolve()} (step {voice_step}), euler_steps {counts}"
+    # the voice by its name, step and codebook, not by this machine's path to it
+    named = f"{voice.resolve().name} (step {voice_step}, units {units_sha(voice)})"
+    change = f"flow decoder of {named}, euler_steps {counts}"
     return swap_component(
         engines, manifest, out, "flow_decoder", write, new_model, "reflow", change, _kv(new_flow)
     )

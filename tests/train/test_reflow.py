@@ -25,6 +25,7 @@ from venus.engines.manifest import MANIFEST, load_manifest
 from venus.engines.runners import Engines
 from venus.errors import ExportError
 from venus.train import reflow as rf
+from venus.train.voice_id import units_sha
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +99,8 @@ def test_another_count_is_a_working_copy(
     argv = [str(made.engines), "--voice", str(made.voice), "--euler-steps", "8", "--out", str(out)]
     assert rf.main(argv) == 0
     said = capsys.readouterr().out
-    change = f"flow decoder of {made.voice.resolve()} (step 3), euler_steps 4 -> 8"
+    units = units_sha(made.voice)
+    change = f"flow decoder of {made.voice.name} (step 3, units {units}), euler_steps 4 -> 8"
     assert change in said
     manifest = load_manifest(out)  # Engines.open below checks every file's hash
     assert manifest.model_config["model"]["flow"]["euler_steps"] == 8
@@ -137,7 +139,7 @@ def test_a_voice_trained_further_needs_the_engines_voice(
     assert not (tmp_path / "out").exists()
     manifest = rf.reflow(made.engines, further, tmp_path / "out", engines_voice=made.voice)
     assert manifest.model_config["model"]["flow"]["euler_steps"] == 4
-    said = f"flow decoder of {further.resolve()} (step 4), euler_steps 4"
+    said = f"flow decoder of {further.name} (step 4, units {units_sha(further)}), euler_steps 4"
     assert manifest.tools["reflow"] == said
     rng = np.random.default_rng(6)
     tokens = rng.integers(0, 32, (1, 30), dtype=np.int64)
