@@ -1,10 +1,12 @@
 """scripts/make-venus-tiny's set knobs (TRAIN_SET_WITH, HELDOUT_WITH): each reaches the
 sets it names through `venus datagen --set`. The sets are made for real (a few samples);
 the stages after them (the voice, training) are passed over by a stand-in for `venus`
-that runs only `datagen`, since training takes hours."""
+that runs only `datagen`, since training takes hours. A resumed run keeps a closed-loop
+choice made after both checkpoints."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +20,7 @@ echo "$*" >> "$CALLS"
 case $1 in
   datagen) exec "$REAL_VENUS" "$@" ;;
   train-voice) exit 0 ;;
+  train) [ -n "${TRAIN_PASSES:-}" ] || exit 3 ;;
   *) exit 3 ;;
 esac
 """
@@ -89,3 +92,33 @@ def test_reuse_links_an_earlier_runs_stages_and_they_refuse_other_settings(
     out = _make(tmp_path / "fourth", tmp_path, REUSE=str(tmp_path / "nowhere"))
     assert out.returncode == 1
     assert "REUSE=" in out.stderr and "is not a directory" in out.stderr
+
+
+def test_a_resumed_run_keeps_a_closed_loop_choice_newer_than_both_checkpoints(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    ckpt = work / "checkpoint"
+    (ckpt / "last").mkdir(parents=True)
+    for config in (ckpt / "config.json", ckpt / "last" / "config.json"):
+        config.write_text("{}")
+        os.utime(config, (1_000_000, 1_000_000))
+    choice = work / "closed-loop" / "choice.json"
+    choice.parent.mkdir()
+    choice.write_text(json.dumps({"chosen": str(ckpt / "last")}))
+    calls = tmp_path / "calls"
+    out = _make(work, tmp_path, TRAIN_PASSES="1", LISTEN="")
+    assert out.returncode == 3, out.stderr  # the stand-in stops at the export
+    assert "the closed loop stands" in out.stderr
+    assert (
+        calls.read_text()
+        .splitlines()[-1]
+        .startswith(f"export {ckpt / 'last'} --out {work}/engines")
+    )
+    # a checkpoint written after the choice: the closed loop runs again (its first export)
+    os.utime(ckpt / "last" / "config.json")
+    calls.unlink()
+    out = _make(work, tmp_path, TRAIN_PASSES="1", LISTEN="")
+    assert out.returncode == 3, out.stderr
+    assert "the closed loop stands" not in out.stderr
+    assert calls.read_text().splitlines()[-1].startswith(f"export {ckpt} --out {work}/closed-loop/")
