@@ -56,7 +56,32 @@ def test_the_set_knobs_reach_the_sets_they_name(tmp_path: Path) -> None:
     assert made["val-set"].delegation.talk_on_p == 0.15  # the training set's config, cut
     assert made["val-set"].output.full_duplex_bench
     assert made["heldout"].delegation.talk_on_p == 0.0  # only what HELDOUT_WITH names
-    assert (tmp_path / "calls").read_text().splitlines()[-1].startswith("train --config")
+    # the shipped recipe's listening stage: the 6,000-step one (the fortieth round)
+    last = (tmp_path / "calls").read_text().splitlines()[-1]
+    assert last.startswith("train --config train/recipes/venus-tiny-listen-long.toml"), last
+
+
+def test_the_shipped_recipe_is_held_out_on_the_900_sample_set_by_default(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HELDOUT_WITH"}
+    stand_in = tmp_path / "venus"
+    stand_in.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS"\n'
+                        'case $* in *heldout-set.toml*) exit 3 ;; esac\nexit 0\n')  # fmt: skip
+    stand_in.chmod(0o755)
+    env |= {"VENUS": str(stand_in), "PYTHON": sys.executable, "CALLS": str(tmp_path / "calls")}
+    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "work")],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    heldout = (tmp_path / "calls").read_text().splitlines()[-1]
+    assert "--set events.reply_outlasts_s=2.0 --set samples=900 --out" in heldout, heldout
+    # another recipe keeps the config's own 300 samples
+    (tmp_path / "calls").unlink()
+    env["RECIPE"] = "venus-tiny-wide-long.toml"
+    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "other")],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    assert "--set" not in (tmp_path / "calls").read_text().splitlines()[-1]
 
 
 def test_a_bad_setting_stops_the_script_before_anything_is_made(tmp_path: Path) -> None:

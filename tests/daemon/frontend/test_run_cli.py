@@ -27,6 +27,7 @@ from venus.hw.synthetic_camera import draw_frame
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED_RECIPE = "venus-tiny-wide-gpu.toml"  # what scripts/make-tiny-engines trains
+SHIPPED_LISTEN = "venus-tiny-listen-long.toml"  # its listening stage (make-venus-tiny)
 VENUS = Path(sys.executable).with_name("venus")
 
 
@@ -119,8 +120,8 @@ def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> N
     added since with its default changes nothing), trained to its end and holding the step
     its ``train.keep`` chose (a validation step), or the run's last step written beside it
     (``beside``: the kept step) when the closed loop preferred it, started from the listening
-    stage (venus-tiny-listen.toml, to its last step), every file's hash checking, in a few
-    MB."""
+    stage (venus-tiny-listen-long.toml, to its last step), every file's hash checking, in a
+    few MB."""
     from venus.train.config import load_train_config, parse_train_config
 
     shipped_dir = REPO / "demo" / "engines" / "tiny"
@@ -143,11 +144,11 @@ def test_the_shipped_engines_are_the_venus_tiny_recipe_trained_to_its_end() -> N
     else:  # a step validated on the way (every checkpoint_every), the best by train.keep
         assert 0 < trained["step"] <= recipe.steps
         assert trained["step"] % recipe.checkpoint_every == 0
-    listen = load_train_config(REPO / "train" / "recipes" / "venus-tiny-listen.toml")
+    listen = load_train_config(REPO / "train" / "recipes" / SHIPPED_LISTEN)
     init = trained.get("init")
     assert init is not None, "venus-tiny starts from its listening stage (--init)"
     assert parse_train_config(init["recipe"], "the shipped manifest's init") == listen, (
-        "train/recipes/venus-tiny-listen.toml changed since demo/engines/tiny was trained: "
+        f"train/recipes/{SHIPPED_LISTEN} changed since demo/engines/tiny was trained: "
         "run scripts/make-tiny-engines"
     )
     assert init["step"] == listen.steps
