@@ -68,20 +68,16 @@ def test_the_shipped_recipe_is_held_out_on_the_900_sample_set_by_default(tmp_pat
                         'case $* in *heldout-set.toml*) exit 3 ;; esac\nexit 0\n')  # fmt: skip
     stand_in.chmod(0o755)
     env |= {"VENUS": str(stand_in), "PYTHON": sys.executable, "CALLS": str(tmp_path / "calls")}
-    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "work")],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=False)  # fmt: skip
-    assert out.returncode == 3, out.stderr
-    heldout = (tmp_path / "calls").read_text().splitlines()[-1]
-    assert "--set events.reply_outlasts_s=2.0 --set samples=900 --out" in heldout, heldout
-    # another recipe keeps the config's own 300 samples
-    (tmp_path / "calls").unlink()
-    env["RECIPE"] = "venus-tiny-wide-long.toml"
-    out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / "other")],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         check=False)  # fmt: skip
-    assert out.returncode == 3, out.stderr
-    assert "--set" not in (tmp_path / "calls").read_text().splitlines()[-1]
+    # the shipped recipe's held-out set, and another recipe's: the config's own 300 samples
+    for recipe, settings in (("venus-tiny-wide-gpu.toml", " --set events.reply_outlasts_s=2.0"
+                              " --set samples=900 --out "),
+                             ("venus-tiny-wide-long.toml", " --out ")):  # fmt: skip
+        out = subprocess.run([str(ROOT / "scripts" / "make-venus-tiny"), str(tmp_path / recipe)],
+                             env=env | {"RECIPE": recipe}, cwd=ROOT, capture_output=True,
+                             text=True, timeout=120, check=False)  # fmt: skip
+        assert out.returncode == 3, out.stderr
+        heldout = (tmp_path / "calls").read_text().splitlines()[-1]
+        assert f"--seed 11 --jobs 2{settings}" in heldout, heldout
 
 
 def test_a_bad_setting_stops_the_script_before_anything_is_made(tmp_path: Path) -> None:
